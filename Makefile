@@ -1,0 +1,54 @@
+# aether proving ground. `make gate` and `make test` are the two set-up-free
+# entry points; everything else is listed by `make help`.
+
+GO        ?= go
+REPORTS   ?= reports/latest
+# Packages whose tests are red-then-green suites on the embedded netns
+# cluster; `make gate` runs them and collects their results.
+SUITES    ?= ./rigs/phase0/... ./suites/...
+TEST_TIMEOUT ?= 25m
+
+.PHONY: help test gate rigs suites e2e soak report build vet clean
+
+help:
+	@echo "make gate    run every local red-then-green suite, write $(REPORTS)/, print the verdict"
+	@echo "make test    all tests (unit, privileged rigs, suites); as root nothing skips"
+	@echo "make rigs    run the Phase 0 rig and print its table"
+	@echo "make suites  run the ginkgo suites on the embedded netns cluster"
+	@echo "make e2e     the suites on kind (needs a container engine and kind)"
+	@echo "make soak    grade the recorded soaks in fixtures/soaks"
+	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
+	@echo "make build   build every binary into bin/"
+
+build:
+	$(GO) build -o bin/ ./mesh/cmd/... ./rigs/cmd/... ./soak/cmd/... ./reports/cmd/...
+
+vet:
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+gate:
+	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
+	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
+		> $(REPORTS)/suites.log 2>&1; echo "suite packages exited $$? (log: $(REPORTS)/suites.log)"
+	@$(GO) run ./reports/cmd/aether-gate -dir $(REPORTS)
+
+rigs:
+	$(GO) run ./rigs/cmd/aether-phase0
+
+suites:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./suites/... -v
+
+e2e:
+	$(GO) run ./suites/cmd/aether-e2e
+
+soak:
+	$(GO) run ./soak/cmd/aether-soak grade-all fixtures/soaks
+
+report:
+	$(GO) run ./reports/cmd/aether-report -out reports
+
+clean:
+	rm -rf bin $(REPORTS)

@@ -1,0 +1,97 @@
+package redgreen
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func obs(s string) func(context.Context) (Observation, error) {
+	return func(context.Context) (Observation, error) { return Observation{Summary: s, Witness: "test"}, nil }
+}
+
+func want(s string) func(Observation) error {
+	return func(o Observation) error {
+		if o.Summary != s {
+			return errors.New("saw " + o.Summary + ", want " + s)
+		}
+		return nil
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	red := Case{Name: "ctl", Role: Control, Expect: "red", Run: obs("red"), Check: want("red")}
+	silentCtl := Case{Name: "ctl", Role: Control, Expect: "red", Run: obs("green"), Check: want("red")}
+	green := Case{Name: "subj", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")}
+	badSubj := Case{Name: "subj", Role: Subject, Expect: "green", Run: obs("red"), Check: want("green")}
+	empty := Case{Name: "subj", Role: Subject, Expect: "green", Run: obs(""), Check: func(Observation) error { return nil }}
+	errCtl := Case{Name: "ctl", Role: Control, Expect: "red", Run: func(context.Context) (Observation, error) {
+		return Observation{}, errors.New("no delivery")
+	}, Check: want("red")}
+	panicky := Case{Name: "subj", Role: Subject, Expect: "green", Run: func(context.Context) (Observation, error) { panic("boom") }, Check: want("green")}
+
+	for _, c := range []struct {
+		name  string
+		cases []Case
+		want  Verdict
+		why   string
+	}{
+		{"red then green", []Case{green, red}, Pass, "1 control(s) red"},
+		{"control agrees with subject", []Case{silentCtl, green}, BrokenRig, "control ctl did not show its signature"},
+		{"control run error", []Case{errCtl, green}, BrokenRig, "no delivery"},
+		{"subject red", []Case{red, badSubj}, Fail, "saw red"},
+		{"empty witness is inconclusive", []Case{red, empty}, Fail, "inconclusive"},
+		{"panic is a failure", []Case{red, panicky}, Fail, "panic: boom"},
+		{"no control", []Case{green}, BrokenRig, "no control"},
+		{"no subject", []Case{red}, Fail, "no subject"},
+	} {
+		r := Run(context.Background(), Suite{Name: "s", Cases: c.cases})
+		if r.Verdict != c.want || !strings.Contains(r.Reason, c.why) {
+			t.Errorf("%s: got %s (%s), want %s containing %q", c.name, r.Verdict, r.Reason, c.want, c.why)
+		}
+		if (r.Err() == nil) != (c.want == Pass) {
+			t.Errorf("%s: Err() = %v for verdict %s", c.name, r.Err(), r.Verdict)
+		}
+	}
+}
+
+func TestControlsRunFirst(t *testing.T) {
+	var order []string
+	rec := func(n string) func(context.Context) (Observation, error) {
+		return func(context.Context) (Observation, error) {
+			order = append(order, n)
+			return Observation{Summary: n}, nil
+		}
+	}
+	ok := func(Observation) error { return nil }
+	Run(context.Background(), Suite{Name: "s", Cases: []Case{
+		{Name: "s1", Role: Subject, Run: rec("s1"), Check: ok},
+		{Name: "c1", Role: Control, Run: rec("c1"), Check: ok},
+	}})
+	if strings.Join(order, ",") != "c1,s1" {
+		t.Fatalf("order %v, want the control first", order)
+	}
+}
+
+func TestWriteLoadRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	r := Run(context.Background(), Suite{Name: "roundtrip", Subject: "x", Cases: []Case{
+		{Name: "c", Role: Control, Expect: "red", Run: obs("red"), Check: want("red")},
+		{Name: "s", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")},
+	}})
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(filepath.Join(dir, "roundtrip.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Verdict != Pass || len(got.Cases) != 2 || got.Cases[0].Observed != "red" {
+		t.Fatalf("round trip lost data: %+v", got)
+	}
+	if !strings.Contains(r.Table(), "roundtrip: PASS") {
+		t.Fatalf("table has no verdict line:\n%s", r.Table())
+	}
+}

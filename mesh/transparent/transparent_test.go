@@ -30,7 +30,9 @@ func TestPktinfoRoundTrip(t *testing.T) {
 			t.Errorf("pktinfo carries %s, want %s", got, src)
 		}
 	}
-	if _, err := ParseControl([]byte{1, 2, 3}); err == nil {
+	bad := PktinfoFrom(netip.MustParseAddr("10.96.0.10"))
+	(*unix.Cmsghdr)(ptr(bad)).SetLen(len(bad) + 64)
+	if _, err := ParseControl(bad); err == nil {
 		t.Error("a truncated control buffer parsed without error")
 	}
 }

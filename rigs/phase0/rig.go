@@ -1,0 +1,533 @@
+package phase0
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/transparent"
+	"github.com/aether-mesh/aether/rigs/netns"
+	"github.com/aether-mesh/aether/rigs/redgreen"
+)
+
+// Delivery on a veth or loopback inside one host takes microseconds. A case
+// expecting a datagram waits up to deliveryWindow (and returns as soon as it
+// arrives); a case expecting silence listens for quietWindow, long enough
+// that a scheduler stall does not turn a late delivery into "nothing".
+const (
+	deliveryWindow = 2 * time.Second
+	quietWindow    = 300 * time.Millisecond
+)
+
+var (
+	podPrefix  = netip.MustParsePrefix("10.244.0.2/24")
+	nodePrefix = netip.MustParsePrefix("10.244.0.1/24")
+)
+
+// Rig runs Phase 0 scenarios. Each capture case gets a fresh pod netns with
+// a veth to its own node netns; the two MARK cases share one pair so the
+// control and the subject use the same socket.
+type Rig struct {
+	mu      sync.Mutex
+	mark    *markFixture
+	markErr error
+}
+
+// New returns a rig; Close removes whatever it still holds.
+func New() *Rig { return &Rig{} }
+
+// Close tears down the shared MARK fixture.
+func (r *Rig) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mark == nil {
+		return nil
+	}
+	err := r.mark.close()
+	r.mark = nil
+	return err
+}
+
+// Suite turns scenarios into a red-then-green suite.
+func (r *Rig) Suite(scs []Scenario) redgreen.Suite {
+	s := redgreen.Suite{
+		Name:    SuiteName,
+		Subject: "038 Phase 0: a transparent socket created in a pod netns sees the pre-divert destination",
+	}
+	for _, sc := range scs {
+		s.Cases = append(s.Cases, r.caseFor(sc))
+	}
+	return s
+}
+
+// Run measures scenarios with a fresh rig and tears it down.
+func Run(ctx context.Context, scs []Scenario) (redgreen.Result, error) {
+	r := New()
+	res := redgreen.Run(ctx, r.Suite(scs))
+	return res, r.Close()
+}
+
+func (r *Rig) caseFor(sc Scenario) redgreen.Case {
+	var w witness
+	witnessName := "the listener's IP_PKTINFO"
+	switch {
+	case sc.Kind == KindMarkEgress:
+		witnessName = "the pod receiver's IP_PKTINFO and the drop rule's counter"
+	case sc.Reply != ReplyNone:
+		witnessName = "the listener's IP_PKTINFO, then the connected client's socket"
+	}
+	return redgreen.Case{
+		Name:        sc.Name,
+		Role:        sc.Role,
+		Description: sc.Description,
+		Expect:      sc.Expect.Text,
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			var err error
+			if sc.Kind == KindMarkEgress {
+				w, err = r.probeMark(sc)
+			} else {
+				w, err = r.probeCapture(sc)
+			}
+			obs := redgreen.Observation{Witness: witnessName}
+			if err == nil {
+				obs.Summary = w.summary(sc)
+				obs.Facts = w.facts(sc)
+			}
+			return obs, err
+		},
+		Check: func(redgreen.Observation) error { return sc.Expect.Check(w) },
+	}
+}
+
+var pairSeq atomic.Int64
+
+// pair is a pod netns with eth0 10.244.0.2/24 and a default route via its
+// node netns (10.244.0.1): the normal route lookup must succeed before a
+// mark can re-route anything (DESIGN.md).
+type pair struct {
+	pod, node *netns.NS
+}
+
+func newPair(name string) (p *pair, err error) {
+	tag := fmt.Sprintf("p0-%d-%s", pairSeq.Add(1), strings.ToLower(name))
+	p = &pair{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.close())
+		}
+	}()
+	if p.pod, err = netns.Create(tag + "-pod"); err != nil {
+		return p, err
+	}
+	if p.node, err = netns.Create(tag + "-node"); err != nil {
+		return p, err
+	}
+	if err = netns.Veth(p.pod, "eth0", p.node, "vpod"); err != nil {
+		return p, err
+	}
+	if err = netns.AddAddr(p.pod, "eth0", podPrefix); err != nil {
+		return p, err
+	}
+	if err = netns.AddAddr(p.node, "vpod", nodePrefix); err != nil {
+		return p, err
+	}
+	err = netns.AddRoute(p.pod, netns.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: nodePrefix.Addr(), Dev: "eth0"})
+	return p, err
+}
+
+func (p *pair) close() error {
+	var errs []error
+	for _, n := range []*netns.NS{p.pod, p.node} {
+		if n != nil {
+			errs = append(errs, n.Delete())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// installCapture installs sc's capture in the pod netns, verified by
+// listing it back, and returns the chain whose counter counts captures.
+func installCapture(pod *netns.NS, c Capture) (chain string, err error) {
+	switch c {
+	case CaptureNone:
+		// C3 must really have no rule: an inherited or leftover table would
+		// make it a copy of C1 or C2.
+		return "", verifyNoTable(pod)
+	case CaptureDivert:
+		rs := DivertRuleset(DialPort)
+		if err := Install(pod, rs); err != nil {
+			return "", err
+		}
+		return rs.Chains[0].Name, InstallDivertRoute(pod)
+	case CaptureRedirect:
+		rs := RedirectRuleset(DialPort)
+		return rs.Chains[0].Name, Install(pod, rs)
+	}
+	return "", fmt.Errorf("unknown capture %v", c)
+}
+
+func verifyNoTable(n *netns.NS) error {
+	if err := Verify(n, Ruleset{Table: rigTable}); err == nil {
+		return fmt.Errorf("netns %q already holds nftables table %q", n.Name, rigTable)
+	}
+	if err := VerifyDivertRoute(n); err == nil {
+		return fmt.Errorf("netns %q already holds the divert ip rule and route", n.Name)
+	}
+	return nil
+}
+
+func (r *Rig) probeCapture(sc Scenario) (w witness, err error) {
+	p, err := newPair(sc.Name)
+	if err != nil {
+		return w, err
+	}
+	defer func() { err = errors.Join(err, p.close()) }()
+	chain, err := installCapture(p.pod, sc.Capture)
+	if err != nil {
+		return w, err
+	}
+	if w.PodNetns, err = p.pod.Inode(); err != nil {
+		return w, err
+	}
+
+	listen := netip.AddrPortFrom(netip.IPv4Unspecified(), sc.ListenPort)
+	opts := transparent.Options{Transparent: true}
+	var ln *transparent.UDPConn
+	if sc.ReadFromRoot {
+		ln, err = transparent.ListenUDP(p.pod.Path, listen, opts)
+	} else {
+		err = p.pod.Do(func() (e error) {
+			ln, e = transparent.ListenUDP("", listen, opts)
+			return e
+		})
+	}
+	if err != nil {
+		return w, err
+	}
+	defer ln.Close()
+	if w.SocketNetns, err = socketNetns(ln.UDPConn); err != nil {
+		return w, err
+	}
+	if w.SocketNetns != w.PodNetns {
+		return w, fmt.Errorf("the listener socket lives in netns inode %d, not the pod's (%d)", w.SocketNetns, w.PodNetns)
+	}
+
+	client, err := transparent.DialUDP(p.pod.Path, netip.AddrPort{}, netip.AddrPortFrom(VIP, DialPort), transparent.Options{})
+	if err != nil {
+		return w, err
+	}
+	defer client.Close()
+
+	noPorts0, err := udpNoPorts(p.pod)
+	if err != nil {
+		return w, err
+	}
+	payload := fmt.Sprintf("phase0 %s %d", sc.Name, time.Now().UnixNano())
+	if _, err := client.Write([]byte(payload)); err != nil {
+		return w, fmt.Errorf("client in netns %q failed to send to %s:%d: %w", p.pod.Name, VIP, DialPort, err)
+	}
+	w.Window = quietWindow
+	if sc.Expect.delivers {
+		w.Window = deliveryWindow
+	}
+	var m transparent.Meta
+	read := func() (e error) {
+		w.ReaderNetns, e = threadNetns()
+		if e != nil {
+			return e
+		}
+		w.Delivered, m, e = readPayload(ln, payload, w.Window)
+		return e
+	}
+	if sc.ReadFromRoot {
+		runtime.LockOSThread()
+		err = read()
+		runtime.UnlockOSThread()
+		if err == nil && w.ReaderNetns == w.PodNetns {
+			err = errors.New("MAIN read from inside the pod netns; it would not test setns")
+		}
+	} else {
+		err = p.pod.Do(read)
+		if err == nil && w.ReaderNetns != w.PodNetns {
+			err = fmt.Errorf("%s read from netns inode %d, not the pod's", sc.Name, w.ReaderNetns)
+		}
+	}
+	if err != nil {
+		return w, err
+	}
+	w.Dst, w.OrigDst, w.Src = m.Dst, m.OrigDst, m.Src
+
+	if w.Delivered && sc.Reply != ReplyNone {
+		if err := reply(&w, sc, ln, client, m); err != nil {
+			return w, err
+		}
+	}
+	noPorts1, err := udpNoPorts(p.pod)
+	if err != nil {
+		return w, err
+	}
+	w.NoPorts = noPorts1 - noPorts0
+	if chain != "" {
+		if w.RuleHits, err = Packets(p.pod, rigTable, chain); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+func reply(w *witness, sc Scenario, ln *transparent.UDPConn, client *net.UDPConn, m transparent.Meta) error {
+	var src netip.Addr
+	if sc.Reply == ReplyPktinfo {
+		src = m.Dst
+	}
+	payload := "reply " + sc.Name
+	if err := ln.WriteFrom([]byte(payload), src, m.Src); err != nil {
+		return fmt.Errorf("listener failed to reply: %w", err)
+	}
+	w.ReplySent = true
+	window := quietWindow
+	if sc.Expect.replyDelivers {
+		window = deliveryWindow
+	}
+	if err := client.SetReadDeadline(time.Now().Add(window)); err != nil {
+		return fmt.Errorf("failed to set the client's read deadline: %w", err)
+	}
+	buf := make([]byte, 256)
+	for {
+		n, from, err := client.ReadFromUDPAddrPort(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("client failed to read the reply: %w", err)
+		}
+		if string(buf[:n]) == payload {
+			w.ReplyDelivered, w.ReplySrc = true, netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+			return nil
+		}
+	}
+}
+
+// readPayload waits up to window for the datagram carrying payload and
+// returns its metadata. Anything else arriving is ignored: in a fresh
+// namespace nothing else should, and it must not be mistaken for ours.
+func readPayload(ln *transparent.UDPConn, payload string, window time.Duration) (bool, transparent.Meta, error) {
+	if err := ln.SetReadDeadline(time.Now().Add(window)); err != nil {
+		return false, transparent.Meta{}, fmt.Errorf("failed to set the listener's read deadline: %w", err)
+	}
+	buf := make([]byte, 256)
+	for {
+		n, m, err := ln.ReadDatagram(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return false, transparent.Meta{}, nil
+		}
+		if err != nil {
+			return false, m, fmt.Errorf("listener failed to read: %w", err)
+		}
+		if string(buf[:n]) == payload {
+			return true, m, nil
+		}
+	}
+}
+
+// socketNetns returns the inode of the netns a socket belongs to, asked of
+// the socket itself (SIOCGSKNS), so the rig does not take on trust where
+// the socket was created.
+func socketNetns(c *net.UDPConn) (uint64, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("failed to reach the socket: %w", err)
+	}
+	var ino uint64
+	var ierr error
+	err = rc.Control(func(fd uintptr) {
+		nsfd, e := unix.IoctlRetInt(int(fd), unix.SIOCGSKNS)
+		if e != nil {
+			ierr = fmt.Errorf("SIOCGSKNS failed: %w", e)
+			return
+		}
+		defer unix.Close(nsfd)
+		var st unix.Stat_t
+		if e := unix.Fstat(nsfd, &st); e != nil {
+			ierr = fmt.Errorf("failed to stat the socket's netns: %w", e)
+			return
+		}
+		ino = st.Ino
+	})
+	return ino, errors.Join(err, ierr)
+}
+
+// threadNetns is the netns inode of the calling (locked) thread.
+func threadNetns() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return 0, fmt.Errorf("failed to stat this thread's netns: %w", err)
+	}
+	return st.Ino, nil
+}
+
+// udpNoPorts reads Udp NoPorts from the namespace's /proc/net/snmp: the
+// datagrams that reached UDP and found no socket.
+func udpNoPorts(n *netns.NS) (uint64, error) {
+	var v uint64
+	err := n.Do(func() error {
+		f, err := os.Open("/proc/thread-self/net/snmp")
+		if err != nil {
+			return fmt.Errorf("failed to open snmp counters: %w", err)
+		}
+		defer f.Close()
+		var header []string
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) == 0 || fields[0] != "Udp:" {
+				continue
+			}
+			if header == nil {
+				header = fields
+				continue
+			}
+			for i, h := range header {
+				if h == "NoPorts" && i < len(fields) {
+					v, err = strconv.ParseUint(fields[i], 10, 64)
+					return err
+				}
+			}
+		}
+		return errors.New("no Udp NoPorts counter in /proc/net/snmp")
+	})
+	if err != nil {
+		return 0, fmt.Errorf("failed to read UdpNoPorts in netns %q: %w", n.Name, err)
+	}
+	return v, nil
+}
+
+// markFixture is the MARK pair: a node netns with a kube-proxy style
+// masked drop rule on output, a sender there and a receiver in the pod.
+type markFixture struct {
+	p  *pair
+	rx *transparent.UDPConn
+	tx *net.UDPConn
+}
+
+func (f *markFixture) close() error {
+	var errs []error
+	if f.tx != nil {
+		errs = append(errs, f.tx.Close())
+	}
+	if f.rx != nil {
+		errs = append(errs, f.rx.Close())
+	}
+	return errors.Join(append(errs, f.p.close())...)
+}
+
+func (r *Rig) markFixture() (*markFixture, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mark != nil || r.markErr != nil {
+		return r.mark, r.markErr
+	}
+	f, err := newMarkFixture()
+	r.mark, r.markErr = f, err
+	return f, err
+}
+
+func newMarkFixture() (f *markFixture, err error) {
+	p, err := newPair("mark")
+	if err != nil {
+		return nil, err
+	}
+	f = &markFixture{p: p}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, f.close())
+			f = nil
+		}
+	}()
+	if err = Install(p.node, MaskedDropRuleset(KubeProxyDrop())); err != nil {
+		return f, err
+	}
+	// The proxy's egress goes from the node to a pod's inbound port.
+	to := netip.AddrPortFrom(podPrefix.Addr(), constants.InboundPort)
+	if f.rx, err = transparent.ListenUDP(p.pod.Path, netip.AddrPortFrom(netip.IPv4Unspecified(), to.Port()), transparent.Options{}); err != nil {
+		return f, err
+	}
+	f.tx, err = transparent.DialUDP(p.node.Path, netip.AddrPort{}, to, transparent.Options{})
+	return f, err
+}
+
+func (r *Rig) probeMark(sc Scenario) (w witness, err error) {
+	f, err := r.markFixture()
+	if err != nil {
+		return w, err
+	}
+	if w.SoMark, err = setMark(f.tx, sc.EgressMark); err != nil {
+		return w, err
+	}
+	if w.SoMark != sc.EgressMark {
+		return w, fmt.Errorf("sender's SO_MARK reads back %#x, want %#x", w.SoMark, sc.EgressMark)
+	}
+	before, err := Packets(f.p.node, rigTable, "firewall")
+	if err != nil {
+		return w, err
+	}
+	payload := fmt.Sprintf("phase0 %s %d", sc.Name, time.Now().UnixNano())
+	// A local output drop surfaces to the sender as EPERM. That is the
+	// sender's claim and only recorded; the verdict is the receiver's and
+	// the counter's.
+	if _, err := f.tx.Write([]byte(payload)); err != nil {
+		if !errors.Is(err, unix.EPERM) {
+			return w, fmt.Errorf("node sender failed to send: %w", err)
+		}
+		w.SendErr = "EPERM"
+	}
+	w.Window = quietWindow
+	if sc.Expect.delivers {
+		w.Window = deliveryWindow
+	}
+	var m transparent.Meta
+	if w.Delivered, m, err = readPayload(f.rx, payload, w.Window); err != nil {
+		return w, err
+	}
+	w.Dst, w.OrigDst, w.Src = m.Dst, m.OrigDst, m.Src
+	after, err := Packets(f.p.node, rigTable, "firewall")
+	if err != nil {
+		return w, err
+	}
+	w.RuleHits = after - before
+	return w, nil
+}
+
+// setMark sets SO_MARK on the socket and reads it back.
+func setMark(c *net.UDPConn, mark uint32) (uint32, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("failed to reach the sender socket: %w", err)
+	}
+	var got int
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark)); serr != nil {
+			serr = fmt.Errorf("failed to set SO_MARK %#x: %w", mark, serr)
+			return
+		}
+		got, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK)
+		if serr != nil {
+			serr = fmt.Errorf("failed to read SO_MARK back: %w", serr)
+		}
+	})
+	return uint32(got), errors.Join(err, serr)
+}

@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// ConfigDump is the JSON form of a node's configuration: the golden files,
+// /debug/config and the state dir all use it.
+type ConfigDump struct {
+	Node      string                       `json:"node"`
+	Mode      CaptureMode                  `json:"mode"`
+	Version   string                       `json:"version,omitempty"`
+	Resources map[string][]json.RawMessage `json:"resources"`
+}
+
+// DumpResources renders resources as indented, stable JSON: types and
+// resources in name order, each resource in protojson. protojson varies its
+// whitespace on purpose, so every resource is compacted before the whole is
+// indented once.
+func DumpResources(node string, mode CaptureMode, version string, res map[resource.Type][]types.Resource) ([]byte, error) {
+	d := ConfigDump{Node: node, Mode: mode, Version: version, Resources: map[string][]json.RawMessage{}}
+	for typ, list := range res {
+		type named struct {
+			name string
+			raw  json.RawMessage
+		}
+		var items []named
+		for _, r := range list {
+			b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+			if err != nil {
+				return nil, fmt.Errorf("failed to encode %s %q: %w", typ, resourceName(r), err)
+			}
+			items = append(items, named{resourceName(r), b})
+		}
+		sort.SliceStable(items, func(i, j int) bool { return items[i].name < items[j].name })
+		raws := make([]json.RawMessage, len(items))
+		for i, it := range items {
+			raws[i] = it.raw
+		}
+		d.Resources[typ] = raws
+	}
+	out, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode config dump for node %q: %w", node, err)
+	}
+	return append(out, '\n'), nil
+}
+
+func resourceName(r types.Resource) string {
+	if n, ok := r.(interface{ GetName() string }); ok {
+		return n.GetName()
+	}
+	if n, ok := r.(interface{ GetClusterName() string }); ok {
+		return n.GetClusterName()
+	}
+	return ""
+}

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/registry"
+)
+
+const (
+	scenarioDir = "../../fixtures/scenarios"
+	goldenDir   = "../../fixtures/xds"
+)
+
+// compareGolden fails with a unified diff unless got equals the golden file;
+// REFRESH_GOLDEN=true rewrites it instead.
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if os.Getenv("REFRESH_GOLDEN") == "true" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatalf("failed to refresh golden file %q: %v", path, err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("failed to read golden file %q (REFRESH_GOLDEN=true creates it): %v", path, err)
+	}
+	if string(want) == string(got) {
+		return
+	}
+	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(string(want)), B: difflib.SplitLines(string(got)),
+		FromFile: path, ToFile: "generated", Context: 3,
+	})
+	t.Errorf("generated xDS differs from %s (REFRESH_GOLDEN=true to accept):\n%s", path, diff)
+}
+
+// TestGoldenSnapshots generates every fixture scenario for every node that
+// has local pods, in both capture modes, checks the gates and compares the
+// protojson dump with fixtures/xds.
+func TestGoldenSnapshots(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files under %s (err %v)", scenarioDir, err)
+	}
+	compared := 0
+	for _, f := range files {
+		st, err := registry.LoadScenarioFile(f)
+		if err != nil {
+			t.Fatalf("fixture scenario does not load: %v", err)
+		}
+		base := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		for _, n := range st.Nodes {
+			if len(st.LocalPods(n.Name)) == 0 {
+				continue
+			}
+			for _, mode := range []CaptureMode{CaptureTProxy, CaptureRedirect} {
+				name := base + "." + n.Name + "." + string(mode)
+				t.Run(name, func(t *testing.T) {
+					out, err := NewBuilder(n.Name, mode).Build(st, "golden")
+					if err != nil {
+						t.Fatalf("build: %v", err)
+					}
+					if err := validate.Check(out.Resources); err != nil {
+						t.Fatalf("fixture snapshot fails the gates: %v", err)
+					}
+					got, err := DumpResources(n.Name, mode, "", out.Resources)
+					if err != nil {
+						t.Fatal(err)
+					}
+					compareGolden(t, filepath.Join(goldenDir, name+".json"), got)
+				})
+				compared++
+			}
+		}
+	}
+	if compared == 0 {
+		t.Fatal("no golden snapshot compared")
+	}
+}

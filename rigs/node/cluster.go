@@ -1,0 +1,467 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/rigs/netns"
+	"sigs.k8s.io/yaml"
+)
+
+// CaptureMode is the capture the cluster configures in aether-cni and the
+// agent alike.
+type CaptureMode string
+
+const (
+	// NoMesh builds the network and the backends only: no aether-cni in the
+	// chain, no agent, no proxy.
+	NoMesh   CaptureMode = ""
+	Redirect CaptureMode = "redirect"
+	TProxy   CaptureMode = "tproxy"
+)
+
+// Config describes a cluster to bring up.
+type Config struct {
+	// Scenario is the path of a scenario file (mesh/registry format).
+	Scenario string
+	// Mode is the capture mode given to aether-cni and aether-agent.
+	Mode CaptureMode
+	// RunDir receives the registry file, the CNI cache, process logs and
+	// backend records. Empty: a new temporary directory, left in place.
+	RunDir string
+	// Bin says where the programs are; missing ones are built from the
+	// module that contains the working directory.
+	Bin Binaries
+	// Logf, when set, narrates the bring-up.
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a running embedded cluster.
+type Cluster struct {
+	Mode   CaptureMode
+	RunDir string
+	// RegistryFile is the scenario the agents watch, netns paths filled in.
+	RegistryFile string
+
+	cfg    Config
+	id     int
+	bridge *netns.NS
+	nodes  []*Node
+	pods   []*Pod
+	cni    *cniRunner
+
+	mu       sync.Mutex
+	scenario registry.Scenario
+	procs    []*proc
+	closed   bool
+}
+
+// Node is one node namespace.
+type Node struct {
+	Name     string
+	Index    int
+	NS       *netns.NS
+	Underlay netip.Addr
+	// AgentMetrics and ProxyMetrics are loopback addresses inside NS.
+	AgentMetrics netip.AddrPort
+	ProxyMetrics netip.AddrPort
+	// XDS is the agent's listen address the proxy dials.
+	XDS   string
+	agent *proc
+	proxy *proc
+}
+
+// Pod is one pod namespace.
+type Pod struct {
+	Name      string
+	Namespace string
+	Node      string
+	IP        netip.Addr
+	NS        *netns.NS
+	// Record is the backend's record file (see Record).
+	Record  string
+	backend *proc
+	cniID   string
+}
+
+// Key returns the pod's registry key.
+func (p *Pod) Key() registry.Key { return registry.Key{Namespace: p.Namespace, Name: p.Name} }
+
+var clusterSeq atomic.Int32
+
+// UnderlayPrefix holds the nodes' bridge addresses. Like every rig range it
+// exists only inside the rig's namespaces.
+var UnderlayPrefix = netip.MustParsePrefix("10.243.0.0/24")
+
+// Up builds the cluster described by cfg. On failure everything built so far
+// is torn down and the error says which step failed.
+func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	switch cfg.Mode {
+	case NoMesh, Redirect, TProxy:
+	default:
+		return nil, fmt.Errorf("unknown capture mode %q (want %q or %q)", cfg.Mode, Redirect, TProxy)
+	}
+	sc, st, err := loadScenario(cfg.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	if removed, err := netns.Sweep(); err != nil {
+		cfg.Logf("stale sweep: %v", err)
+	} else if len(removed) > 0 {
+		cfg.Logf("swept %d stale namespace(s) of dead runs: %v", len(removed), removed)
+	}
+	if cfg.RunDir == "" {
+		if cfg.RunDir, err = os.MkdirTemp("", "aether-node-"); err != nil {
+			return nil, fmt.Errorf("failed to create a run dir: %w", err)
+		}
+	}
+	for _, d := range []string{"logs", "records", "cni-cache", "nodes"} {
+		if err := os.MkdirAll(filepath.Join(cfg.RunDir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("failed to create %s in run dir %q: %w", d, cfg.RunDir, err)
+		}
+	}
+	c = &Cluster{Mode: cfg.Mode, RunDir: cfg.RunDir, cfg: cfg, id: int(clusterSeq.Add(1)), scenario: *sc,
+		RegistryFile: filepath.Join(cfg.RunDir, "registry.yaml")}
+	defer func() {
+		if err != nil {
+			if cerr := c.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("and the rollback failed: %w", cerr))
+			}
+			c = nil
+		}
+	}()
+
+	if err := c.binaries(); err != nil {
+		return c, err
+	}
+	if err := c.buildTopology(st); err != nil {
+		return c, err
+	}
+	// The pods' netns paths exist now: the registry file the agents read
+	// carries them, as a kubelet-fed registry would after sandbox creation.
+	for i := range c.scenario.Pods {
+		sp := &c.scenario.Pods[i]
+		p := c.Pod(orDefault(sp.Namespace, "default"), sp.Name)
+		sp.Netns = p.NS.Path
+	}
+	if err := c.writeRegistry(); err != nil {
+		return c, err
+	}
+	c.cni = newCNIRunner(c)
+	for _, p := range c.pods {
+		if err := c.cni.add(ctx, p); err != nil {
+			return c, err
+		}
+	}
+	if err := c.startBackends(ctx, st); err != nil {
+		return c, err
+	}
+	if c.Mode != NoMesh {
+		if err := c.startMesh(ctx); err != nil {
+			return c, err
+		}
+	}
+	cfg.Logf("cluster %d up: %d node(s), %d pod(s), capture %q, run dir %s", c.id, len(c.nodes), len(c.pods), c.Mode, c.RunDir)
+	return c, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func loadScenario(path string) (*registry.Scenario, *registry.State, error) {
+	if path == "" {
+		return nil, nil, errors.New("no scenario file given")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to read scenario file %q: %w", path, err)
+	}
+	var sc registry.Scenario
+	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
+		return nil, nil, fmt.Errorf("failed to parse scenario file %q: %w", path, err)
+	}
+	st, err := sc.State(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st.DeriveEndpoints()
+	for _, p := range st.Pods {
+		if !p.IP.Is4() {
+			return nil, nil, fmt.Errorf("scenario %q: pod %s: field ip: the rig builds IPv4 pods only, got %s", path, p.Key(), p.IP)
+		}
+		if gw := gatewayFor(p.IP); gw == p.IP {
+			return nil, nil, fmt.Errorf("scenario %q: pod %s: field ip: %s is the node gateway of its /24; use .2 to .254", path, p.Key(), p.IP)
+		}
+	}
+	return &sc, st, nil
+}
+
+// gatewayFor is the node-side address of a pod's point-to-point link: the
+// .1 of the pod's /24, as ptp would get it from host-local.
+func gatewayFor(ip netip.Addr) netip.Addr {
+	b := ip.As4()
+	b[3] = 1
+	return netip.AddrFrom4(b)
+}
+
+// Node returns the node named name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Nodes returns the nodes in scenario order.
+func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
+
+// Pods returns the pods in scenario order.
+func (c *Cluster) Pods() []*Pod { return append([]*Pod(nil), c.pods...) }
+
+// Pod returns the pod namespace/name, or nil.
+func (c *Cluster) Pod(namespace, name string) *Pod {
+	for _, p := range c.pods {
+		if p.Namespace == namespace && p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Resolve turns "<name>.<namespace>" (or a bare name in "default") into an
+// address: a pod's IP or a service's ClusterIP. A name that is both is an
+// error rather than a guess.
+func (c *Cluster) Resolve(name string) (netip.Addr, error) {
+	key := registry.Key{Namespace: "default", Name: name}
+	if k, err := registry.ParseKey(name); err == nil {
+		key = k
+	}
+	var found []netip.Addr
+	if p := c.Pod(key.Namespace, key.Name); p != nil {
+		found = append(found, p.IP)
+	}
+	c.mu.Lock()
+	for _, s := range c.scenario.Services {
+		if s.Name == key.Name && orDefault(s.Namespace, "default") == key.Namespace {
+			if ip, err := netip.ParseAddr(s.ClusterIP); err == nil {
+				found = append(found, ip)
+			}
+		}
+	}
+	c.mu.Unlock()
+	switch len(found) {
+	case 0:
+		return netip.Addr{}, fmt.Errorf("no pod or service %s in the cluster", key)
+	case 1:
+		return found[0], nil
+	}
+	return netip.Addr{}, fmt.Errorf("%s names both a pod and a service", key)
+}
+
+// ServiceVIP returns the ClusterIP of service namespace/name.
+func (c *Cluster) ServiceVIP(namespace, name string) (netip.Addr, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.scenario.Services {
+		if s.Name == name && orDefault(s.Namespace, "default") == namespace {
+			ip, err := netip.ParseAddr(s.ClusterIP)
+			if err != nil {
+				return netip.Addr{}, fmt.Errorf("service %s/%s: field clusterIP: %w", namespace, name, err)
+			}
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no service %s/%s in the cluster", namespace, name)
+}
+
+// Scenario returns a copy of the scenario the agents currently read.
+func (c *Cluster) Scenario() registry.Scenario {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cloneScenario(c.scenario)
+}
+
+func cloneScenario(sc registry.Scenario) registry.Scenario {
+	b, err := yaml.Marshal(sc)
+	if err != nil {
+		panic(fmt.Sprintf("scenario does not marshal: %v", err))
+	}
+	var out registry.Scenario
+	if err := yaml.Unmarshal(b, &out); err != nil {
+		panic(fmt.Sprintf("scenario does not round-trip: %v", err))
+	}
+	return out
+}
+
+// Update changes the scenario the agents watch: edit gets a copy, and the
+// result is checked by the registry's own loader before it replaces the file
+// atomically. Pods cannot be added or removed (they need CNI ADD/DEL); the
+// rest (services, endpoints, UDPRoutes, readiness) may change freely.
+func (c *Cluster) Update(edit func(*registry.Scenario)) error {
+	c.mu.Lock()
+	next := cloneScenario(c.scenario)
+	c.mu.Unlock()
+	edit(&next)
+	if len(next.Pods) != len(c.pods) {
+		return fmt.Errorf("scenario update changes the pod list (%d -> %d pods); the rig cannot add or remove pods while up", len(c.pods), len(next.Pods))
+	}
+	for i, sp := range next.Pods {
+		p := c.pods[i]
+		if sp.Name != p.Name || orDefault(sp.Namespace, "default") != p.Namespace || sp.IP != p.IP.String() || sp.Netns != p.NS.Path {
+			return fmt.Errorf("scenario update changes pod %s (name, namespace, ip or netns); the rig cannot re-plumb a live pod", p.Key())
+		}
+	}
+	if _, err := next.State(c.RegistryFile); err != nil {
+		return fmt.Errorf("scenario update rejected: %w", err)
+	}
+	c.mu.Lock()
+	prev := c.scenario
+	c.scenario = next
+	c.mu.Unlock()
+	if err := c.writeRegistry(); err != nil {
+		c.mu.Lock()
+		c.scenario = prev
+		c.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (c *Cluster) writeRegistry() error {
+	c.mu.Lock()
+	b, err := yaml.Marshal(c.scenario)
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("failed to encode the registry file: %w", err)
+	}
+	// Rename into place: the agent's file source must never read half a file.
+	tmp := c.RegistryFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("failed to write registry file %q: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, c.RegistryFile); err != nil {
+		return fmt.Errorf("failed to replace registry file %q: %w", c.RegistryFile, err)
+	}
+	return nil
+}
+
+// backendPorts is every (protocol, targetPort) a scenario's services name:
+// every pod's backend binds them all, so any pod can become an endpoint of
+// any service while the cluster is up.
+func backendPorts(st *registry.State) (udp, tcp []int) {
+	seen := map[string]bool{}
+	for _, s := range st.Services {
+		for _, p := range s.Ports {
+			id := string(p.Protocol) + "/" + strconv.Itoa(int(p.TargetPort))
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if p.Protocol == registry.ProtocolUDP {
+				udp = append(udp, int(p.TargetPort))
+			} else {
+				tcp = append(tcp, int(p.TargetPort))
+			}
+		}
+	}
+	sort.Ints(udp)
+	sort.Ints(tcp)
+	return udp, tcp
+}
+
+// Records returns what pod namespace/name's backend has received so far,
+// the ready line excluded.
+func (c *Cluster) Records(namespace, name string) ([]Record, error) {
+	p := c.Pod(namespace, name)
+	if p == nil {
+		return nil, fmt.Errorf("no pod %s/%s in the cluster", namespace, name)
+	}
+	all, err := ReadRecords(p.Record)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, r := range all {
+		if r.Event != "ready" {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Close stops every process, runs CNI DEL for every pod, and deletes every
+// namespace the cluster made. It is safe to call twice.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	procs := c.procs
+	c.mu.Unlock()
+	var errs []error
+	// Mesh processes first, so no proxy holds a socket in a pod being torn
+	// down, then the backends.
+	for i := len(procs) - 1; i >= 0; i-- {
+		if err := procs[i].stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.cni != nil {
+		for _, p := range c.pods {
+			if p.cniID == "" {
+				continue
+			}
+			if err := c.cni.del(context.Background(), p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, p := range c.pods {
+		if p.NS != nil {
+			if err := p.NS.Delete(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, n := range c.nodes {
+		if n.NS != nil {
+			if err := n.NS.Delete(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.bridge != nil {
+		if err := c.bridge.Delete(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cluster %d teardown: %w", c.id, err)
+	}
+	return nil
+}
+
+func (c *Cluster) tag(parts ...string) string {
+	return "c" + strconv.Itoa(c.id) + "~" + strings.Join(parts, "~")
+}

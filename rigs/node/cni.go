@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+
+	"github.com/containernetworking/cni/libcni"
+)
+
+// NetworkName is the CNI network the rig attaches pods to.
+const NetworkName = "aether-rig"
+
+// cniRunner drives libcni as a container runtime would: one conflist per
+// pod, executed from the pod's node namespace (the plugins treat the
+// namespace they run in as the host).
+type cniRunner struct {
+	c    *Cluster
+	conf *libcni.CNIConfig
+}
+
+func newCNIRunner(c *Cluster) *cniRunner {
+	return &cniRunner{c: c, conf: libcni.NewCNIConfigWithCacheDir([]string{c.cfg.Bin.Dir}, filepath.Join(c.RunDir, "cni-cache"), nil)}
+}
+
+// confList is the chain for one pod: ptp + static IPAM for the pod's
+// scenario address, then aether-cni with the cluster's capture mode.
+func (r *cniRunner) confList(p *Pod) (*libcni.NetworkConfigList, error) {
+	plugins := []map[string]any{{
+		"type":   "ptp",
+		"ipMasq": false,
+		"ipam": map[string]any{
+			"type":      "static",
+			"addresses": []map[string]any{{"address": netip.PrefixFrom(p.IP, 24).String(), "gateway": gatewayFor(p.IP).String()}},
+			"routes":    []map[string]any{{"dst": "0.0.0.0/0"}},
+		},
+	}}
+	if r.c.Mode != NoMesh {
+		plugins = append(plugins, map[string]any{
+			"type":        "aether-cni",
+			"captureMode": string(r.c.Mode),
+			"logLevel":    "debug",
+		})
+	}
+	b, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": NetworkName, "plugins": plugins})
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the CNI config for pod %s: %w", p.Key(), err)
+	}
+	list, err := libcni.NetworkConfFromBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config for pod %s: %w", p.Key(), err)
+	}
+	return list, nil
+}
+
+func (r *cniRunner) runtimeConf(p *Pod) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID: p.cniID,
+		NetNS:       p.NS.Path,
+		IfName:      "eth0",
+		Args: [][2]string{
+			{"IgnoreUnknown", "true"},
+			{"K8S_POD_NAMESPACE", p.Namespace},
+			{"K8S_POD_NAME", p.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", p.cniID},
+		},
+	}
+}
+
+func (r *cniRunner) add(ctx context.Context, p *Pod) error {
+	list, err := r.confList(p)
+	if err != nil {
+		return err
+	}
+	p.cniID = fmt.Sprintf("aeth-%d-%s-%s", r.c.id, p.Namespace, p.Name)
+	node := r.c.Node(p.Node)
+	err = node.NS.Do(func() error {
+		_, err := r.conf.AddNetworkList(ctx, list, r.runtimeConf(p))
+		return err
+	})
+	if err != nil {
+		// ADD failed part way: let the plugins undo what they did before the
+		// namespace goes.
+		_ = r.del(ctx, p)
+		return fmt.Errorf("CNI ADD for pod %s on node %s: %w", p.Key(), p.Node, err)
+	}
+	return nil
+}
+
+func (r *cniRunner) del(ctx context.Context, p *Pod) error {
+	list, err := r.confList(p)
+	if err != nil {
+		return err
+	}
+	node := r.c.Node(p.Node)
+	err = node.NS.Do(func() error { return r.conf.DelNetworkList(ctx, list, r.runtimeConf(p)) })
+	p.cniID = ""
+	if err != nil {
+		return fmt.Errorf("CNI DEL for pod %s on node %s: %w", p.Key(), p.Node, err)
+	}
+	return nil
+}

@@ -66,3 +66,111 @@ func dumpFacts(res redgreen.Result) string {
 	}
 	return b.String()
 }
+
+// TestBrokenC2IsABrokenRig breaks the load-bearing control on purpose: C2
+// installs nothing, as in the seed's first run, so it delivers nothing. The
+// rig must report a broken rig, not a pass and not a plain failure.
+func TestBrokenC2IsABrokenRig(t *testing.T) {
+	privileged.Require(t)
+	scs := Scenarios()
+	broke := false
+	for i := range scs {
+		if scs[i].Name == "C2" {
+			scs[i].Capture = CaptureNone
+			broke = true
+		}
+	}
+	if !broke {
+		t.Fatal("Scenarios has no C2 to break")
+	}
+	res, err := Run(context.Background(), scs)
+	if err != nil {
+		t.Errorf("tearing the rig down failed: %v", err)
+	}
+	if res.Verdict != redgreen.BrokenRig {
+		t.Fatalf("with C2 broken the verdict is %s (%s), want %s\n%s", res.Verdict, res.Reason, redgreen.BrokenRig, res.Table())
+	}
+	if !strings.Contains(res.Reason, "control C2 did not show its signature") {
+		t.Errorf("the broken-rig reason does not name C2: %s", res.Reason)
+	}
+	for _, c := range res.Cases {
+		switch {
+		case c.Name == "C2" && (c.Matched || c.Facts["delivered"] != false):
+			t.Errorf("broken C2 row: matched=%v facts=%v; want unmatched with nothing delivered", c.Matched, c.Facts)
+		case c.Name != "C2" && !c.Matched:
+			// The break must be the only thing wrong, or this test proves
+			// nothing about C2.
+			t.Errorf("%s did not match with only C2 broken: %s", c.Name, c.Reason)
+		}
+	}
+}
+
+// TestVerifySeesTampering installs each ruleset, then changes the kernel's
+// copy behind the rig's back and asserts the listing-back check sees it.
+func TestVerifySeesTampering(t *testing.T) {
+	privileged.Require(t)
+	n, err := netns.Create("p0-verify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Delete(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	if err := Verify(n, DivertRuleset(DialPort)); err == nil || !strings.Contains(err.Error(), "is not installed") {
+		t.Fatalf("Verify on an empty netns: %v, want \"is not installed\"", err)
+	}
+	rs := DivertRuleset(DialPort)
+	if err := Install(n, rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(n, rs); err != nil {
+		t.Fatalf("Verify right after Install: %v", err)
+	}
+	if err := Verify(n, DivertRuleset(DialPort+1)); err == nil || !strings.Contains(err.Error(), "th dport == 18083") {
+		t.Errorf("Verify against another port: %v, want a diff naming th dport == 18083", err)
+	}
+	if err := Install(n, rs); err == nil {
+		t.Error("installing the same table twice succeeded; the second copy would double every rule")
+	} else if err := Verify(n, rs); err == nil {
+		t.Error("a re-install that doubled every rule was not rolled back")
+	}
+
+	// A kernel refusal raises and leaves no table: route chains exist only
+	// on the output hook for IPv4.
+	bad := Ruleset{Table: rigTable, Chains: []Chain{{Name: "bad", Type: rs.Chains[0].Type, Hook: 0, Priority: 0}}}
+	if err := Install(n, bad); err == nil {
+		t.Fatal("a route chain on prerouting installed without error")
+	}
+	if err := Verify(n, Ruleset{Table: rigTable}); err == nil {
+		t.Error("a refused install left a table behind")
+	}
+
+	if err := Install(n, rs); err != nil {
+		t.Fatal(err)
+	}
+	deleteRule(t, n, rs.Chains[0].Name, 0)
+	if err := Verify(n, rs); err == nil || !strings.Contains(err.Error(), "holds 1 rule(s), want 2") {
+		t.Errorf("Verify after deleting the passthrough rule: %v", err)
+	}
+	if err := Remove(n, rigTable); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := InstallDivertRoute(n); err != nil {
+		t.Fatal(err)
+	}
+	h, err := n.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.RuleDel(divertRule()); err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyDivertRoute(n); err == nil || !strings.Contains(err.Error(), "0 ip rule(s)") {
+		t.Errorf("VerifyDivertRoute after deleting the ip rule: %v", err)
+	}
+}

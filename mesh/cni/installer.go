@@ -276,9 +276,16 @@ func (s *session) nlRoute(r Route) (*netlink.Route, error) {
 	default:
 		return nil, fmt.Errorf("route %q: the installer writes only local routes", routeLine(r))
 	}
-	if r.Dst.IsValid() {
-		nr.Dst = prefixNet(r.Dst)
+	// The default destination is spelled out: RouteDel needs a
+	// destination to match on.
+	dst := r.Dst
+	if !dst.IsValid() {
+		dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		if r.Family == IPv6 {
+			dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		}
 	}
+	nr.Dst = prefixNet(dst)
 	return nr, nil
 }
 

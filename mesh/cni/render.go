@@ -94,7 +94,7 @@ func ruleLine(r Rule) string {
 	}
 	var parts []string
 	if r.Mark != 0 {
-		parts = append(parts, fmt.Sprintf("meta mark %#08x", r.Mark))
+		parts = append(parts, fmt.Sprintf("meta mark 0x%08x", r.Mark))
 	}
 	if r.L4Proto != 0 {
 		parts = append(parts, "meta l4proto "+protoName(r.L4Proto))
@@ -109,7 +109,7 @@ func ruleLine(r Rule) string {
 	case ActionAccept:
 		parts = append(parts, "accept")
 	case ActionSetMark:
-		parts = append(parts, fmt.Sprintf("meta mark set %#08x", r.Arg))
+		parts = append(parts, fmt.Sprintf("meta mark set 0x%08x", r.Arg))
 	case ActionRedirect:
 		parts = append(parts, fmt.Sprintf("redirect to :%d", r.Arg))
 	}

@@ -1,0 +1,29 @@
+package cni
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/aether-mesh/aether/rigs/netns"
+	"github.com/aether-mesh/aether/rigs/privileged"
+)
+
+func TestCNI(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "aether CNI")
+}
+
+var _ = BeforeSuite(func() {
+	// Only namespaces of dead runs go; parallel packages keep theirs.
+	if privileged.Missing() == "" {
+		_, err := netns.Sweep()
+		Expect(err).NotTo(HaveOccurred())
+	}
+})
+
+var _ = AfterSuite(func() {
+	Expect(netns.Cleanup()).To(Succeed())
+	Expect(netns.LeakCheck()).To(Succeed())
+})

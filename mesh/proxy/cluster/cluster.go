@@ -1,0 +1,257 @@
+// Package cluster holds the proxy's upstream clusters (CDS) and their
+// endpoints (EDS): what the agent's udp:/tcp: clusters and the blackhole
+// cluster compile to, and the weighted round-robin pick a new session makes.
+//
+// The implemented subset is the contract's: type EDS over ADS (eds_config
+// ads{}, resource_api_version V3, service_name) or STATIC with an inline
+// load assignment, round-robin load balancing, connect_timeout. Anything
+// else is an error naming the field, for the xDS client to NACK.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
+	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+)
+
+// Kind is how a cluster learns its endpoints.
+type Kind int
+
+const (
+	EDS Kind = iota
+	Static
+)
+
+// defaultConnectTimeout is Envoy's default for connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
+// Spec is a compiled Cluster resource.
+type Spec struct {
+	Name string
+	Kind Kind
+	// ServiceName is the EDS resource the cluster subscribes to.
+	ServiceName    string
+	ConnectTimeout time.Duration
+	// Static holds a STATIC cluster's inline endpoints.
+	Static *Assignment
+}
+
+// Endpoint is one upstream host.
+type Endpoint struct {
+	Addr   netip.AddrPort
+	Weight uint32
+}
+
+// Assignment is a compiled ClusterLoadAssignment: the hosts a pick may
+// return. Hosts that are not healthy (or unknown) are already left out.
+type Assignment struct {
+	Name      string
+	Endpoints []Endpoint
+}
+
+// FromProto compiles a Cluster resource.
+func FromProto(c *clusterv3.Cluster) (*Spec, error) {
+	path := fmt.Sprintf("Cluster %q", c.GetName())
+	if err := c.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy"); err != nil {
+		return nil, err
+	}
+	if c.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN {
+		return nil, fmt.Errorf("%s.lb_policy: %s is not supported, only ROUND_ROBIN", path, c.GetLbPolicy())
+	}
+	s := &Spec{Name: c.GetName(), ConnectTimeout: defaultConnectTimeout}
+	if c.GetConnectTimeout() != nil {
+		s.ConnectTimeout = c.GetConnectTimeout().AsDuration()
+	}
+	switch c.GetType() {
+	case clusterv3.Cluster_EDS:
+		s.Kind = EDS
+		eds := c.GetEdsClusterConfig()
+		if eds == nil {
+			return nil, fmt.Errorf("%s.eds_cluster_config: missing on an EDS cluster", path)
+		}
+		if err := fields.Only(eds, path+".eds_cluster_config", "eds_config", "service_name"); err != nil {
+			return nil, err
+		}
+		src := eds.GetEdsConfig()
+		if src.GetAds() == nil {
+			return nil, fmt.Errorf("%s.eds_cluster_config.eds_config: only ads{} is supported", path)
+		}
+		if err := fields.Only(src, path+".eds_cluster_config.eds_config", "ads", "resource_api_version", "initial_fetch_timeout"); err != nil {
+			return nil, err
+		}
+		if src.GetResourceApiVersion() != corev3.ApiVersion_V3 {
+			return nil, fmt.Errorf("%s.eds_cluster_config.eds_config.resource_api_version: %s, want V3", path, src.GetResourceApiVersion())
+		}
+		s.ServiceName = eds.GetServiceName()
+		if s.ServiceName == "" {
+			s.ServiceName = c.GetName()
+		}
+		if c.GetLoadAssignment() != nil {
+			return nil, fmt.Errorf("%s.load_assignment: set on an EDS cluster", path)
+		}
+	case clusterv3.Cluster_STATIC:
+		s.Kind = Static
+		if c.GetEdsClusterConfig() != nil {
+			return nil, fmt.Errorf("%s.eds_cluster_config: set on a STATIC cluster", path)
+		}
+		la := c.GetLoadAssignment()
+		if la == nil {
+			la = &endpointv3.ClusterLoadAssignment{}
+		}
+		a, err := assignment(la, path+".load_assignment")
+		if err != nil {
+			return nil, err
+		}
+		a.Name = c.GetName()
+		s.Static = a
+	default:
+		return nil, fmt.Errorf("%s.type: %s is not supported, only EDS and STATIC", path, c.GetType())
+	}
+	return s, nil
+}
+
+// AssignmentFromProto compiles a ClusterLoadAssignment resource.
+func AssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (*Assignment, error) {
+	path := fmt.Sprintf("ClusterLoadAssignment %q", la.GetClusterName())
+	if err := la.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return assignment(la, path)
+}
+
+func assignment(la *endpointv3.ClusterLoadAssignment, path string) (*Assignment, error) {
+	if err := fields.Only(la, path, "cluster_name", "endpoints"); err != nil {
+		return nil, err
+	}
+	a := &Assignment{Name: la.GetClusterName()}
+	for i, loc := range la.GetEndpoints() {
+		lp := fmt.Sprintf("%s.endpoints[%d]", path, i)
+		if err := fields.Only(loc, lp, "locality", "lb_endpoints", "load_balancing_weight"); err != nil {
+			return nil, err
+		}
+		for j, lbe := range loc.GetLbEndpoints() {
+			ep := fmt.Sprintf("%s.lb_endpoints[%d]", lp, j)
+			if err := fields.Only(lbe, ep, "endpoint", "health_status", "load_balancing_weight"); err != nil {
+				return nil, err
+			}
+			sa := lbe.GetEndpoint().GetAddress().GetSocketAddress()
+			if sa == nil {
+				return nil, fmt.Errorf("%s.endpoint.address.socket_address: missing", ep)
+			}
+			if sa.GetProtocol() != corev3.SocketAddress_TCP {
+				// The protocol field of an upstream address is ignored by
+				// Envoy's clusters except for being TCP by default; a UDP
+				// value here means the generator confused the two.
+				return nil, fmt.Errorf("%s.endpoint.address.socket_address.protocol: %s on an upstream endpoint", ep, sa.GetProtocol())
+			}
+			ip, err := netip.ParseAddr(sa.GetAddress())
+			if err != nil {
+				return nil, fmt.Errorf("%s.endpoint.address.socket_address.address: %w", ep, err)
+			}
+			if sa.GetPortValue() == 0 {
+				return nil, fmt.Errorf("%s.endpoint.address.socket_address.port_value: missing", ep)
+			}
+			switch lbe.GetHealthStatus() {
+			case corev3.HealthStatus_UNKNOWN, corev3.HealthStatus_HEALTHY:
+			default:
+				// Envoy's load balancer routes only to healthy hosts.
+				continue
+			}
+			w := uint32(1)
+			if lbe.GetLoadBalancingWeight() != nil {
+				w = lbe.GetLoadBalancingWeight().GetValue()
+			}
+			a.Endpoints = append(a.Endpoints, Endpoint{Addr: netip.AddrPortFrom(ip.Unmap(), uint16(sa.GetPortValue())), Weight: w})
+		}
+	}
+	return a, nil
+}
+
+// Errors a pick can return; the data plane counts each separately.
+var (
+	ErrNotFound  = errors.New("cluster not found")
+	ErrNoHealthy = errors.New("no healthy upstream")
+)
+
+// Cluster is an active cluster: its spec and its current endpoints.
+type Cluster struct {
+	Spec *Spec
+
+	mu      sync.Mutex
+	hosts   []Endpoint
+	current []int64
+	total   int64
+	warm    bool
+}
+
+// Warm reports whether the cluster has its endpoints (EDS arrived, or
+// STATIC): Envoy does not route to a cluster that is still warming.
+func (c *Cluster) Warm() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.warm
+}
+
+// SetAssignment replaces the endpoints, resetting the round-robin state.
+func (c *Cluster) SetAssignment(a *Assignment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hosts = c.hosts[:0]
+	c.total = 0
+	for _, e := range a.Endpoints {
+		if e.Weight == 0 {
+			continue
+		}
+		c.hosts = append(c.hosts, e)
+		c.total += int64(e.Weight)
+	}
+	c.current = make([]int64, len(c.hosts))
+	c.warm = true
+}
+
+// Endpoints returns a copy of the current hosts.
+func (c *Cluster) Endpoints() []Endpoint {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Endpoint(nil), c.hosts...)
+}
+
+// Pick returns the next host by smooth weighted round robin, which gives
+// each host its weight's share in every window of total-weight picks, as
+// Envoy's weighted round robin does over time.
+func (c *Cluster) Pick() (netip.AddrPort, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.hosts) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("cluster %q: %w", c.Spec.Name, ErrNoHealthy)
+	}
+	best := 0
+	for i, h := range c.hosts {
+		c.current[i] += int64(h.Weight)
+		if c.current[i] > c.current[best] {
+			best = i
+		}
+	}
+	c.current[best] -= c.total
+	return c.hosts[best].Addr, nil
+}
+
+// New makes an active cluster from a spec; a STATIC cluster is warm at once.
+func New(s *Spec) *Cluster {
+	c := &Cluster{Spec: s}
+	if s.Kind == Static {
+		c.SetAssignment(s.Static)
+	}
+	return c
+}

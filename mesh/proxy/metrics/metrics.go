@@ -1,0 +1,190 @@
+// Package metrics holds the proxy's Prometheus counters: per listener and
+// per cluster datagrams, bytes, sessions, drops by reason and errors, TCP
+// connections, and xDS updates by outcome. The suites read them as the
+// independent witness of where a datagram went (or that it went nowhere).
+//
+// Handles are resolved once per listener or cluster, never per datagram.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Drop reasons on aether_proxy_udp_dropped_total.
+const (
+	// DropNoRoute: the matcher selected nothing (no arm, no on_no_match).
+	DropNoRoute = "no_route"
+	// DropNoCluster: the selected cluster is unknown or still warming.
+	DropNoCluster = "no_cluster"
+	// DropNoHealthy: the cluster has no host; the blackhole cluster's drops.
+	DropNoHealthy = "none_healthy"
+	// DropUpstreamError: the upstream socket could not be made or written.
+	DropUpstreamError = "upstream_error"
+)
+
+// Metrics is one proxy's registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	udpRx, udpRxBytes, udpTx, udpTxBytes *prometheus.CounterVec
+	udpSessions, udpDropped              *prometheus.CounterVec
+	udpActive                            *prometheus.GaugeVec
+	clTx, clTxBytes, clRx, clRxBytes     *prometheus.CounterVec
+	clSessions, clNoneHealthy, clErrors  *prometheus.CounterVec
+	tcpConns, tcpNoChain, tcpErrors      *prometheus.CounterVec
+	tcpBytes                             *prometheus.CounterVec
+	xdsUpdates                           *prometheus.CounterVec
+
+	mu        sync.Mutex
+	listeners map[string]*Listener
+	clusters  map[string]*Cluster
+}
+
+// New makes a registry with every family registered.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry(), listeners: map[string]*Listener{}, clusters: map[string]*Cluster{}}
+	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.Registry.MustRegister(v)
+		return v
+	}
+	m.udpRx = cv("aether_proxy_udp_downstream_rx_datagrams_total", "Datagrams received on a UDP listener.", "listener")
+	m.udpRxBytes = cv("aether_proxy_udp_downstream_rx_bytes_total", "Payload bytes received on a UDP listener.", "listener")
+	m.udpTx = cv("aether_proxy_udp_downstream_tx_datagrams_total", "Reply datagrams sent to downstream clients.", "listener")
+	m.udpTxBytes = cv("aether_proxy_udp_downstream_tx_bytes_total", "Reply payload bytes sent to downstream clients.", "listener")
+	m.udpSessions = cv("aether_proxy_udp_sessions_total", "Sessions created, per downstream 5-tuple.", "listener")
+	m.udpDropped = cv("aether_proxy_udp_dropped_total", "Downstream datagrams dropped, by reason.", "listener", "reason")
+	m.udpActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "aether_proxy_udp_sessions_active", Help: "Live sessions."}, []string{"listener"})
+	m.Registry.MustRegister(m.udpActive)
+	m.clTx = cv("aether_proxy_cluster_upstream_tx_datagrams_total", "Datagrams sent to a cluster's hosts.", "cluster")
+	m.clTxBytes = cv("aether_proxy_cluster_upstream_tx_bytes_total", "Payload bytes sent to a cluster's hosts.", "cluster")
+	m.clRx = cv("aether_proxy_cluster_upstream_rx_datagrams_total", "Datagrams received from a cluster's hosts.", "cluster")
+	m.clRxBytes = cv("aether_proxy_cluster_upstream_rx_bytes_total", "Payload bytes received from a cluster's hosts.", "cluster")
+	m.clSessions = cv("aether_proxy_cluster_sessions_total", "Sessions (UDP) and connections (TCP) opened to a cluster.", "cluster")
+	m.clNoneHealthy = cv("aether_proxy_cluster_none_healthy_total", "Sessions refused because the cluster had no host.", "cluster")
+	m.clErrors = cv("aether_proxy_cluster_errors_total", "Upstream socket errors.", "cluster")
+	m.tcpConns = cv("aether_proxy_tcp_connections_total", "Accepted TCP connections handed to tcp_proxy, by chosen cluster.", "listener", "cluster")
+	m.tcpNoChain = cv("aether_proxy_tcp_no_filter_chain_match_total", "Accepted connections no filter chain matched.", "listener")
+	m.tcpErrors = cv("aether_proxy_tcp_errors_total", "TCP connections closed on an upstream error.", "listener")
+	m.tcpBytes = cv("aether_proxy_tcp_bytes_total", "Bytes proxied over TCP, by direction.", "listener", "direction")
+	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Listener is one UDP or TCP listener's counters.
+type Listener struct {
+	Rx, RxBytes, Tx, TxBytes, Sessions prometheus.Counter
+	Active                             prometheus.Gauge
+	NoRoute, NoCluster, NoHealthy      prometheus.Counter
+	UpstreamError                      prometheus.Counter
+	NoChain, TCPErrors                 prometheus.Counter
+	TCPBytesUp, TCPBytesDown           prometheus.Counter
+
+	m    *Metrics
+	name string
+}
+
+// TCPConn counts a connection handed to cluster.
+func (l *Listener) TCPConn(cluster string) { l.m.tcpConns.WithLabelValues(l.name, cluster).Inc() }
+
+// Listener returns the handles for a listener name.
+func (m *Metrics) Listener(name string) *Listener {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.listeners[name]; ok {
+		return l
+	}
+	l := &Listener{
+		Rx: m.udpRx.WithLabelValues(name), RxBytes: m.udpRxBytes.WithLabelValues(name),
+		Tx: m.udpTx.WithLabelValues(name), TxBytes: m.udpTxBytes.WithLabelValues(name),
+		Sessions: m.udpSessions.WithLabelValues(name), Active: m.udpActive.WithLabelValues(name),
+		NoRoute:       m.udpDropped.WithLabelValues(name, DropNoRoute),
+		NoCluster:     m.udpDropped.WithLabelValues(name, DropNoCluster),
+		NoHealthy:     m.udpDropped.WithLabelValues(name, DropNoHealthy),
+		UpstreamError: m.udpDropped.WithLabelValues(name, DropUpstreamError),
+		NoChain:       m.tcpNoChain.WithLabelValues(name), TCPErrors: m.tcpErrors.WithLabelValues(name),
+		TCPBytesUp: m.tcpBytes.WithLabelValues(name, "upstream"), TCPBytesDown: m.tcpBytes.WithLabelValues(name, "downstream"),
+		m: m, name: name,
+	}
+	m.listeners[name] = l
+	return l
+}
+
+// Cluster is one cluster's counters.
+type Cluster struct {
+	Tx, TxBytes, Rx, RxBytes, Sessions, NoneHealthy, Errors prometheus.Counter
+}
+
+// Cluster returns the handles for a cluster name.
+func (m *Metrics) Cluster(name string) *Cluster {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.clusters[name]; ok {
+		return c
+	}
+	c := &Cluster{
+		Tx: m.clTx.WithLabelValues(name), TxBytes: m.clTxBytes.WithLabelValues(name),
+		Rx: m.clRx.WithLabelValues(name), RxBytes: m.clRxBytes.WithLabelValues(name),
+		Sessions: m.clSessions.WithLabelValues(name), NoneHealthy: m.clNoneHealthy.WithLabelValues(name),
+		Errors: m.clErrors.WithLabelValues(name),
+	}
+	m.clusters[name] = c
+	return c
+}
+
+// XDS counts one xDS response of typeURL by outcome.
+func (m *Metrics) XDS(typeURL string, acked bool) {
+	r := "ack"
+	if !acked {
+		r = "nack"
+	}
+	m.xdsUpdates.WithLabelValues(typeURL, r).Inc()
+}
+
+// Value reads one sample from the registry: the family name and its full
+// label set. A missing series reads as 0, as a scraper would see it.
+func (m *Metrics) Value(family string, labels map[string]string) (float64, error) {
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		return 0, fmt.Errorf("failed to gather metrics: %w", err)
+	}
+	for _, f := range fams {
+		if f.GetName() != family {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			if sameLabels(s.GetLabel(), labels) {
+				switch {
+				case s.Counter != nil:
+					return s.GetCounter().GetValue(), nil
+				case s.Gauge != nil:
+					return s.GetGauge().GetValue(), nil
+				}
+			}
+		}
+	}
+	return 0, nil
+}
+
+func sameLabels(got []*dto.LabelPair, want map[string]string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for _, l := range got {
+		if want[l.GetName()] != l.GetValue() {
+			return false
+		}
+	}
+	return true
+}

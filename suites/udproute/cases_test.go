@@ -1,0 +1,680 @@
+package udproute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/redgreen"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	listener     = "udp-capture~" + namespace + "~" + client
+	witnessRec   = "each backend's own record (rigs/node echo backend)"
+	witnessBoth  = "the backends' records and the proxy's counters"
+	dropTimeout  = 200 * time.Millisecond
+	applyTimeout = 15 * time.Second
+)
+
+var l4 = constants.ProxyL4OutboundPort
+
+// backendOf is the pod behind each UDPRoute-backed service of the scenario.
+func backendOf(svc string) string {
+	s := strings.TrimPrefix(svc, "svc-")
+	if s == "a" || s == "b" {
+		return s + "-0"
+	}
+	return "s" + s + "-0"
+}
+
+func twenty() []string {
+	out := []string{"svc-a", "svc-b"}
+	for i := 3; i <= 20; i++ {
+		out = append(out, fmt.Sprintf("svc-%02d", i))
+	}
+	return out
+}
+
+func vip(c *node.Cluster, svc string) (netip.Addr, error) { return c.ServiceVIP(namespace, svc) }
+
+// proxyCounter reads one counter family from node-a's proxy, summed over
+// samples carrying labels.
+func proxyCounter(ctx context.Context, c *node.Cluster, name string, labels map[string]string) (float64, error) {
+	n := c.Node("node-a")
+	body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	v, _ := node.Metric(body, name, labels)
+	return v, nil
+}
+
+const (
+	mRx      = "aether_proxy_udp_downstream_rx_datagrams_total"
+	mDropped = "aether_proxy_udp_dropped_total"
+	mTCPConn = "aether_proxy_tcp_connections_total"
+)
+
+// selection sends perService datagrams to svc-a and svc-b and reports where
+// each service's datagrams landed.
+func selection(ctx context.Context, r *rig, mode node.CaptureMode) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, mode)
+	if err != nil {
+		return obs, err
+	}
+	var parts []string
+	for _, svc := range []string{"svc-a", "svc-b"} {
+		ip, err := vip(c, svc)
+		if err != nil {
+			return obs, err
+		}
+		tag := fmt.Sprintf("%s-selection-%s", mode, svc)
+		s, err := sendUDP(c, ip, l4, tag, perService)
+		if err != nil {
+			return obs, err
+		}
+		settle()
+		d, err := delivered(c, tag)
+		if err != nil {
+			return obs, err
+		}
+		obs.Facts[svc] = map[string]any{"sent": s.Datagrams, "delivered": d.ByPod, "replies": s.Replies}
+		parts = append(parts, fmt.Sprintf("%s -> %s (%d/%d replies)", svc, d, s.replied(), s.Datagrams))
+	}
+	obs.Summary = strings.Join(parts, "; ")
+	return obs, c.Check()
+}
+
+func facts(o redgreen.Observation, svc string) (delivered map[string]int, replies map[string]int, sentN int, err error) {
+	f, ok := o.Facts[svc].(map[string]any)
+	if !ok {
+		return nil, nil, 0, fmt.Errorf("no observation for %s", svc)
+	}
+	return f["delivered"].(map[string]int), f["replies"].(map[string]int), f["sent"].(int), nil
+}
+
+// checkCollapse is the control's signature: every datagram of both
+// services delivered, all at one backend, which is the other service's for
+// one of them.
+func checkCollapse(o redgreen.Observation) error {
+	var winner string
+	crossed := false
+	for _, svc := range []string{"svc-a", "svc-b"} {
+		d, _, n, err := facts(o, svc)
+		if err != nil {
+			return err
+		}
+		total := 0
+		for _, c := range d {
+			total += c
+		}
+		if total != n || n == 0 {
+			return fmt.Errorf("%s: %d of %d datagrams delivered; the control must deliver all of them (to the wrong place)", svc, total, n)
+		}
+		if len(d) != 1 {
+			return fmt.Errorf("%s's datagrams were spread over %v; REDIRECT sends all to one cluster", svc, d)
+		}
+		for pod := range d {
+			if winner != "" && pod != winner {
+				return fmt.Errorf("the services landed on different backends (%s, %s): selection worked under REDIRECT", winner, pod)
+			}
+			winner = pod
+			if pod != backendOf(svc) {
+				crossed = true
+			}
+		}
+	}
+	if !crossed {
+		return errors.New("every service reached its own backend: no collapse seen")
+	}
+	return nil
+}
+
+// checkOwn: every datagram at its own backend, and every reply back from
+// VIP:18082 carrying that backend's name.
+func checkOwn(o redgreen.Observation, svcs ...string) error {
+	for _, svc := range svcs {
+		d, rep, n, err := facts(o, svc)
+		if err != nil {
+			return err
+		}
+		own := backendOf(svc)
+		if n == 0 || d[own] != n || len(d) != 1 {
+			return fmt.Errorf("%s: sent %d, delivered %v; want all %d at %s", svc, n, d, n, own)
+		}
+		if rep[own] != n || len(rep) != 1 {
+			return fmt.Errorf("%s: replies %v on a socket connected to VIP:%d; want %d from %s", svc, rep, l4, n, own)
+		}
+	}
+	return nil
+}
+
+func cases(r *rig) []redgreen.Case {
+	return []redgreen.Case{
+		{
+			Name: "selection-redirect", Role: redgreen.Control,
+			Description: "svc-a and svc-b on one node, REDIRECT capture in aether-cni and the agent",
+			Expect:      "both services' datagrams at one backend, the tie-break winner's (svc-a, route weight 2)",
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				obs, err := selection(ctx, r, node.Redirect)
+				// The control's cluster is done with: free it for the subject.
+				return obs, errors.Join(err, r.close(node.Redirect))
+			},
+			Check: checkCollapse,
+		},
+		{
+			Name: "selection-tproxy", Role: redgreen.Subject,
+			Description: "svc-a and svc-b on one node, TPROXY mark-and-divert capture",
+			Expect:      "every datagram at its own service's backend; every reply from VIP:18082",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return selection(ctx, r, node.TProxy) },
+			Check:       func(o redgreen.Observation) error { return checkOwn(o, "svc-a", "svc-b") },
+		},
+		{
+			Name: "twenty-services", Role: redgreen.Subject,
+			Description: "20 UDPRoute-backed services behind the client pod's one udp-capture listener",
+			Expect:      "each of 20 services' datagrams at its own backend, all through one listener",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runTwenty(ctx, r) },
+			Check:       checkTwenty,
+		},
+		{
+			Name: "no-udproute-dropped", Role: redgreen.Subject,
+			Description: "datagrams to the ClusterIP of a UDP service no UDPRoute names",
+			Expect:      "received by the listener, delivered nowhere, counted as dropped",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runNoRoute(ctx, r) },
+			Check:       checkNoRoute,
+		},
+		{
+			Name: "plaintext-18008-not-udp-proxy", Role: redgreen.Subject,
+			Description: "plaintext UDP to VIP:18008 beside the same to VIP:18082 (R5)",
+			Expect:      "the udp_proxy listener counts only the 18082 datagrams; no backend sees an 18008 one",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runInbound(ctx, r) },
+			Check:       checkInbound,
+		},
+		{
+			Name: "tcp-and-udp-share-clusterip", Role: redgreen.Subject,
+			Description: "svc-dual: one ClusterIP, UDP and TCP both dialled on 18082",
+			Expect:      "UDP at the backend's UDP port, TCP at its TCP port, through tcp:svc-dual.demo",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runDual(ctx, r) },
+			Check:       checkDual,
+		},
+		{
+			Name: "weight-zero-drains", Role: redgreen.Subject,
+			Description: "svc-w's route over blue and green (equal weights, blue wins by name); blue set to weight 0 live",
+			Expect:      "before: all at w-blue-0; after: all at w-green-0, none at blue",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runDrain(ctx, r) },
+			Check:       checkDrain,
+		},
+		{
+			Name: "add-and-remove-live", Role: redgreen.Subject,
+			Description: "svc-new added and svc-20 removed through the watched registry file while a session to svc-a flows",
+			Expect:      "svc-new reaches spare-0, svc-20 reaches nobody, the svc-a session loses nothing and keeps its proxy session",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runAddRemove(ctx, r) },
+			Check:       checkAddRemove,
+		},
+	}
+}
+
+func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, node.TProxy)
+	if err != nil {
+		return obs, err
+	}
+	before, err := proxyCounter(ctx, c, mRx, nil)
+	if err != nil {
+		return obs, err
+	}
+	beforeL, err := proxyCounter(ctx, c, mRx, map[string]string{"listener": listener})
+	if err != nil {
+		return obs, err
+	}
+	const n = 5
+	own := 0
+	for _, svc := range twenty() {
+		ip, err := vip(c, svc)
+		if err != nil {
+			return obs, err
+		}
+		tag := "twenty-" + svc
+		s, err := sendUDP(c, ip, l4, tag, n)
+		if err != nil {
+			return obs, err
+		}
+		settle()
+		d, err := delivered(c, tag)
+		if err != nil {
+			return obs, err
+		}
+		obs.Facts[svc] = map[string]any{"sent": s.Datagrams, "delivered": d.ByPod, "replies": s.Replies}
+		if d.ByPod[backendOf(svc)] == n && len(d.ByPod) == 1 {
+			own++
+		}
+	}
+	after, err := proxyCounter(ctx, c, mRx, nil)
+	if err != nil {
+		return obs, err
+	}
+	afterL, err := proxyCounter(ctx, c, mRx, map[string]string{"listener": listener})
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts["rx_all_listeners"] = after - before
+	obs.Facts["rx_client_listener"] = afterL - beforeL
+	obs.Facts["expected"] = float64(n * len(twenty()))
+	obs.Summary = fmt.Sprintf("%d/20 services at their own backend; %s rx +%.0f (all listeners +%.0f)", own, listener, afterL-beforeL, after-before)
+	return obs, c.Check()
+}
+
+func checkTwenty(o redgreen.Observation) error {
+	if err := checkOwn(o, twenty()...); err != nil {
+		return err
+	}
+	want := o.Facts["expected"].(float64)
+	if got := o.Facts["rx_client_listener"].(float64); got != want {
+		return fmt.Errorf("the client's listener counted %.0f datagrams, want %.0f", got, want)
+	}
+	if got := o.Facts["rx_all_listeners"].(float64); got != want {
+		return fmt.Errorf("all listeners together counted %.0f datagrams, want %.0f: another listener took part", got, want)
+	}
+	return nil
+}
+
+func runNoRoute(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, node.TProxy)
+	if err != nil {
+		return obs, err
+	}
+	ip, err := vip(c, "svc-noroute")
+	if err != nil {
+		return obs, err
+	}
+	lbl := map[string]string{"listener": listener}
+	rx0, err := proxyCounter(ctx, c, mRx, lbl)
+	if err != nil {
+		return obs, err
+	}
+	drop0, err := proxyCounter(ctx, c, mDropped, lbl)
+	if err != nil {
+		return obs, err
+	}
+	const n = 10
+	saved := replyTimeout
+	replyTimeout = dropTimeout
+	s, err := sendUDP(c, ip, l4, "noroute", n)
+	replyTimeout = saved
+	if err != nil {
+		return obs, err
+	}
+	settle()
+	d, err := delivered(c, "noroute")
+	if err != nil {
+		return obs, err
+	}
+	rx1, err := proxyCounter(ctx, c, mRx, lbl)
+	if err != nil {
+		return obs, err
+	}
+	drop1, err := proxyCounter(ctx, c, mDropped, lbl)
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts = map[string]any{"sent": s.Datagrams, "replies": s.replied(), "delivered": d.total(), "by_pod": d.ByPod,
+		"rx": rx1 - rx0, "dropped": drop1 - drop0}
+	obs.Summary = fmt.Sprintf("sent %d: listener rx +%.0f, dropped +%.0f, delivered to %s, %d replies", s.Datagrams, rx1-rx0, drop1-drop0, d, s.replied())
+	return obs, c.Check()
+}
+
+func checkNoRoute(o redgreen.Observation) error {
+	n := float64(o.Facts["sent"].(int))
+	switch {
+	case n == 0:
+		return errors.New("nothing sent")
+	case o.Facts["rx"].(float64) != n:
+		return fmt.Errorf("the listener received %.0f of %.0f: the drop was not the proxy's", o.Facts["rx"], n)
+	case o.Facts["delivered"].(int) != 0:
+		return fmt.Errorf("delivered to %v", o.Facts["by_pod"])
+	case o.Facts["replies"].(int) != 0:
+		return fmt.Errorf("%d replies came back", o.Facts["replies"])
+	case o.Facts["dropped"].(float64) != n:
+		return fmt.Errorf("dropped counter rose by %.0f, want %.0f", o.Facts["dropped"], n)
+	}
+	return nil
+}
+
+func runInbound(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, node.TProxy)
+	if err != nil {
+		return obs, err
+	}
+	ip, err := vip(c, "svc-a")
+	if err != nil {
+		return obs, err
+	}
+	rx0, err := proxyCounter(ctx, c, mRx, nil)
+	if err != nil {
+		return obs, err
+	}
+	const n = 10
+	saved := replyTimeout
+	replyTimeout = dropTimeout
+	s8, err := sendUDP(c, ip, constants.InboundPort, "inbound-18008", n)
+	replyTimeout = saved
+	if err != nil {
+		return obs, err
+	}
+	s2, err := sendUDP(c, ip, l4, "inbound-18082", n)
+	if err != nil {
+		return obs, err
+	}
+	settle()
+	d8, err := delivered(c, "inbound-18008")
+	if err != nil {
+		return obs, err
+	}
+	d2, err := delivered(c, "inbound-18082")
+	if err != nil {
+		return obs, err
+	}
+	rx1, err := proxyCounter(ctx, c, mRx, nil)
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts = map[string]any{"sent_18008": s8.Datagrams, "sent_18082": s2.Datagrams, "rx": rx1 - rx0,
+		"delivered_18008": d8.total(), "delivered_18082": d2.ByPod, "replies_18008": s8.replied()}
+	obs.Summary = fmt.Sprintf("udp_proxy rx +%.0f for %d to :18082 and %d to :18008; :18008 delivered to %s, :18082 to %s",
+		rx1-rx0, s2.Datagrams, s8.Datagrams, d8, d2)
+	return obs, c.Check()
+}
+
+func checkInbound(o redgreen.Observation) error {
+	n2, n8 := o.Facts["sent_18082"].(int), o.Facts["sent_18008"].(int)
+	if n2 == 0 || n8 == 0 {
+		return errors.New("nothing sent")
+	}
+	// The 18082 half is the positive control inside the case: the counter
+	// moves, so its not moving for 18008 means something.
+	if d := o.Facts["delivered_18082"].(map[string]int); d["a-0"] != n2 {
+		return fmt.Errorf(":18082 datagrams delivered %v, want %d at a-0", d, n2)
+	}
+	if rx := o.Facts["rx"].(float64); rx != float64(n2) {
+		return fmt.Errorf("udp_proxy listeners counted %.0f datagrams, want exactly the %d sent to :18082", rx, n2)
+	}
+	if d := o.Facts["delivered_18008"].(int); d != 0 || o.Facts["replies_18008"].(int) != 0 {
+		return fmt.Errorf(":18008 datagrams reached a backend (%d) or were answered", d)
+	}
+	return nil
+}
+
+func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, node.TProxy)
+	if err != nil {
+		return obs, err
+	}
+	ip, err := vip(c, "svc-dual")
+	if err != nil {
+		return obs, err
+	}
+	lbl := map[string]string{"cluster": "tcp:svc-dual.demo"}
+	t0, err := proxyCounter(ctx, c, mTCPConn, lbl)
+	if err != nil {
+		return obs, err
+	}
+	s, err := sendUDP(c, ip, l4, "dual-udp", perService)
+	if err != nil {
+		return obs, err
+	}
+	const conns = 5
+	tcpReplies := map[string]int{}
+	for i := range conns {
+		rep, err := sendTCP(ctx, c, ip, l4, fmt.Sprintf("dual-tcp/%d", i))
+		if err != nil {
+			return obs, err
+		}
+		tcpReplies[rep]++
+	}
+	settle()
+	du, err := delivered(c, "dual-udp")
+	if err != nil {
+		return obs, err
+	}
+	dt, err := delivered(c, "dual-tcp")
+	if err != nil {
+		return obs, err
+	}
+	t1, err := proxyCounter(ctx, c, mTCPConn, lbl)
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts = map[string]any{"udp_sent": s.Datagrams, "udp_ports": du.ByPort, "udp_replies": s.Replies,
+		"tcp_sent": conns, "tcp_ports": dt.ByPort, "tcp_replies": tcpReplies, "tcp_cluster_conns": t1 - t0}
+	obs.Summary = fmt.Sprintf("udp -> %v; tcp -> %v; tcp:svc-dual.demo connections +%.0f", du.ByPort, dt.ByPort, t1-t0)
+	return obs, c.Check()
+}
+
+func checkDual(o redgreen.Observation) error {
+	nu, nt := o.Facts["udp_sent"].(int), o.Facts["tcp_sent"].(int)
+	up := o.Facts["udp_ports"].(map[string]map[string]int)
+	tp := o.Facts["tcp_ports"].(map[string]map[string]int)
+	if len(up) != 1 || len(up["dual-0"]) != 1 || up["dual-0"]["udp/7000"] != nu {
+		return fmt.Errorf("UDP delivered %v, want %d at dual-0 udp/7000", up, nu)
+	}
+	if len(tp) != 1 || len(tp["dual-0"]) != 1 || tp["dual-0"]["tcp/7100"] != nt {
+		return fmt.Errorf("TCP delivered %v, want %d at dual-0 tcp/7100", tp, nt)
+	}
+	if r := o.Facts["udp_replies"].(map[string]int); r["dual-0"] != nu {
+		return fmt.Errorf("UDP replies %v, want %d from dual-0", r, nu)
+	}
+	if r := o.Facts["tcp_replies"].(map[string]int); r["dual-0"] != nt {
+		return fmt.Errorf("TCP replies %v, want %d from dual-0", r, nt)
+	}
+	if got := o.Facts["tcp_cluster_conns"].(float64); got != float64(nt) {
+		return fmt.Errorf("the proxy handed %.0f connections to tcp:svc-dual.demo, want %d", got, nt)
+	}
+	return nil
+}
+
+// awaitDelivery probes svc from fresh sockets until a probe lands at pod,
+// which is how the suite knows the agent and proxy applied a change.
+func awaitDelivery(ctx context.Context, c *node.Cluster, ip netip.Addr, tag, pod string) error {
+	saved := replyTimeout
+	replyTimeout = dropTimeout
+	defer func() { replyTimeout = saved }()
+	deadline := time.Now().Add(applyTimeout)
+	for i := 0; time.Now().Before(deadline); i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := sendUDP(c, ip, l4, fmt.Sprintf("%s-%d", tag, i), 1); err != nil {
+			return err
+		}
+		settle()
+		d, err := delivered(c, fmt.Sprintf("%s-%d", tag, i))
+		if err != nil {
+			return err
+		}
+		if d.ByPod[pod] > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the change was not applied within %s: %s never reached %s", applyTimeout, ip, pod)
+}
+
+func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, node.TProxy)
+	if err != nil {
+		return obs, err
+	}
+	ip, err := vip(c, "svc-w")
+	if err != nil {
+		return obs, err
+	}
+	if _, err := sendUDP(c, ip, l4, "drain-before", perService); err != nil {
+		return obs, err
+	}
+	settle()
+	before, err := delivered(c, "drain-before")
+	if err != nil {
+		return obs, err
+	}
+	zero := int32(0)
+	err = c.Update(func(sc *registry.Scenario) {
+		for i := range sc.UDPRoutes {
+			if sc.UDPRoutes[i].Metadata.Name == "svc-w" {
+				sc.UDPRoutes[i].Spec.Rules[0].BackendRefs[0].Weight = &zero
+			}
+		}
+	})
+	if err != nil {
+		return obs, err
+	}
+	if err := awaitDelivery(ctx, c, ip, "drain-probe", "w-green-0"); err != nil {
+		return obs, err
+	}
+	if _, err := sendUDP(c, ip, l4, "drain-after", perService); err != nil {
+		return obs, err
+	}
+	settle()
+	after, err := delivered(c, "drain-after")
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts = map[string]any{"sent": perService, "before": before.ByPod, "after": after.ByPod}
+	obs.Summary = fmt.Sprintf("blue weight 1: %s; blue weight 0: %s", before, after)
+	return obs, c.Check()
+}
+
+func checkDrain(o redgreen.Observation) error {
+	n := o.Facts["sent"].(int)
+	b, a := o.Facts["before"].(map[string]int), o.Facts["after"].(map[string]int)
+	if b["w-blue-0"] != n || len(b) != 1 {
+		return fmt.Errorf("before the drain %v, want all %d at w-blue-0 (the name tie-break)", b, n)
+	}
+	if a["w-green-0"] != n || len(a) != 1 {
+		return fmt.Errorf("after the drain %v, want all %d at w-green-0", a, n)
+	}
+	return nil
+}
+
+func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, node.TProxy)
+	if err != nil {
+		return obs, err
+	}
+	ipA, err := vip(c, "svc-a")
+	if err != nil {
+		return obs, err
+	}
+	ip20, err := vip(c, "svc-20")
+	if err != nil {
+		return obs, err
+	}
+	ipNew := netip.MustParseAddr("10.96.2.10")
+	f, err := startFlow(c, ipA, "live-a", 20*time.Millisecond)
+	if err != nil {
+		return obs, err
+	}
+	// Let the session establish before the change.
+	time.Sleep(300 * time.Millisecond)
+	var newSvc registry.ScenarioService
+	var newRoute registry.ScenarioUDPRoute
+	uerr := errors.Join(
+		yaml.UnmarshalStrict([]byte(`{name: svc-new, namespace: demo, clusterIP: `+ipNew.String()+`, selector: {app: spare}, ports: [{name: dgram, port: 5000, targetPort: 7000, protocol: UDP}]}`), &newSvc),
+		yaml.UnmarshalStrict([]byte(`{apiVersion: gateway.networking.k8s.io/v1alpha2, kind: UDPRoute, metadata: {name: svc-new, namespace: demo},
+  spec: {parentRefs: [{group: "", kind: Service, name: svc-new}], rules: [{backendRefs: [{name: svc-new, port: 5000}]}]}}`), &newRoute))
+	if uerr == nil {
+		uerr = c.Update(func(sc *registry.Scenario) {
+			var svcs []registry.ScenarioService
+			for _, s := range sc.Services {
+				if s.Name != "svc-20" {
+					svcs = append(svcs, s)
+				}
+			}
+			sc.Services = append(svcs, newSvc)
+			var routes []registry.ScenarioUDPRoute
+			for _, rt := range sc.UDPRoutes {
+				if rt.Metadata.Name != "svc-20" {
+					routes = append(routes, rt)
+				}
+			}
+			sc.UDPRoutes = append(routes, newRoute)
+		})
+	}
+	if uerr == nil {
+		uerr = awaitDelivery(ctx, c, ipNew, "live-new-probe", "spare-0")
+	}
+	var sNew, s20 sent
+	if uerr == nil {
+		sNew, uerr = sendUDP(c, ipNew, l4, "live-new", perService)
+	}
+	if uerr == nil {
+		saved := replyTimeout
+		replyTimeout = dropTimeout
+		s20, uerr = sendUDP(c, ip20, l4, "live-removed", 10)
+		replyTimeout = saved
+	}
+	// Keep the flow going a little past the change.
+	time.Sleep(300 * time.Millisecond)
+	fs, ferr := f.finish()
+	if uerr != nil {
+		return obs, uerr
+	}
+	settle()
+	dFlow, err := delivered(c, "live-a")
+	if err != nil {
+		return obs, err
+	}
+	dNew, err := delivered(c, "live-new")
+	if err != nil {
+		return obs, err
+	}
+	d20, err := delivered(c, "live-removed")
+	if err != nil {
+		return obs, err
+	}
+	flowErr := ""
+	if ferr != nil {
+		flowErr = ferr.Error()
+	}
+	obs.Facts = map[string]any{
+		"flow_sent": fs.Datagrams, "flow_replies": fs.replied(), "flow_delivered": dFlow.ByPod, "flow_sources": len(dFlow.Sources["a-0"]), "flow_error": flowErr,
+		"new_sent": sNew.Datagrams, "new_delivered": dNew.ByPod, "removed_sent": s20.Datagrams, "removed_delivered": d20.total(), "removed_replies": s20.replied(),
+	}
+	obs.Summary = fmt.Sprintf("svc-a session: %d sent, %d replies, delivered %s from %d proxy source(s); svc-new -> %s; removed svc-20 -> %s",
+		fs.Datagrams, fs.replied(), dFlow, len(dFlow.Sources["a-0"]), dNew, d20)
+	return obs, c.Check()
+}
+
+func checkAddRemove(o redgreen.Observation) error {
+	f := o.Facts
+	n := f["flow_sent"].(int)
+	switch {
+	case f["flow_error"].(string) != "":
+		return fmt.Errorf("the live session failed: %s", f["flow_error"])
+	case n < 10:
+		return fmt.Errorf("the live session sent only %d datagrams", n)
+	case f["flow_replies"].(int) != n:
+		return fmt.Errorf("the live session got %d replies for %d datagrams", f["flow_replies"], n)
+	case f["flow_delivered"].(map[string]int)["a-0"] != n || len(f["flow_delivered"].(map[string]int)) != 1:
+		return fmt.Errorf("the live session's datagrams went to %v, want all %d at a-0", f["flow_delivered"], n)
+	case f["flow_sources"].(int) != 1:
+		return fmt.Errorf("a-0 saw the live session from %d proxy sources: the session was re-created", f["flow_sources"])
+	case f["new_sent"].(int) == 0 || f["new_delivered"].(map[string]int)["spare-0"] != f["new_sent"].(int):
+		return fmt.Errorf("svc-new's %d datagrams went to %v, want all at spare-0", f["new_sent"], f["new_delivered"])
+	case f["removed_sent"].(int) == 0 || f["removed_delivered"].(int) != 0 || f["removed_replies"].(int) != 0:
+		return fmt.Errorf("the removed svc-20 still delivered %d of %d datagrams", f["removed_delivered"], f["removed_sent"])
+	}
+	return nil
+}

@@ -134,8 +134,8 @@ func TestVerifySeesTampering(t *testing.T) {
 	}
 	if err := Install(n, rs); err == nil {
 		t.Error("installing the same table twice succeeded; the second copy would double every rule")
-	} else if err := Verify(n, rs); err == nil {
-		t.Error("a re-install that doubled every rule was not rolled back")
+	} else if err := VerifyNoTable(n, rigTable); err != nil {
+		t.Errorf("a re-install that doubled every rule was not rolled back: %v", err)
 	}
 
 	// A kernel refusal raises and leaves no table: route chains exist only
@@ -144,8 +144,8 @@ func TestVerifySeesTampering(t *testing.T) {
 	if err := Install(n, bad); err == nil {
 		t.Fatal("a route chain on prerouting installed without error")
 	}
-	if err := Verify(n, Ruleset{Table: rigTable}); err == nil {
-		t.Error("a refused install left a table behind")
+	if err := VerifyNoTable(n, rigTable); err != nil {
+		t.Errorf("a refused install left a table behind: %v", err)
 	}
 
 	if err := Install(n, rs); err != nil {
@@ -167,10 +167,17 @@ func TestVerifySeesTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
+	if err := VerifyNoDivertRoute(n); err == nil {
+		t.Error("VerifyNoDivertRoute passed with the rule and route installed")
+	}
 	if err := h.RuleDel(divertRule()); err != nil {
 		t.Fatal(err)
 	}
 	if err := VerifyDivertRoute(n); err == nil || !strings.Contains(err.Error(), "0 ip rule(s)") {
 		t.Errorf("VerifyDivertRoute after deleting the ip rule: %v", err)
+	}
+	// Half a divert (a route without its rule) is not "no divert".
+	if err := VerifyNoDivertRoute(n); err == nil {
+		t.Error("VerifyNoDivertRoute passed with the local route still in the capture table")
 	}
 }

@@ -165,7 +165,7 @@ func installCapture(pod *netns.NS, c Capture) (chain string, err error) {
 	case CaptureNone:
 		// C3 must really have no rule: an inherited or leftover table would
 		// make it a copy of C1 or C2.
-		return "", verifyNoTable(pod)
+		return "", errors.Join(VerifyNoTable(pod, rigTable), VerifyNoDivertRoute(pod))
 	case CaptureDivert:
 		rs := DivertRuleset(DialPort)
 		if err := Install(pod, rs); err != nil {
@@ -177,16 +177,6 @@ func installCapture(pod *netns.NS, c Capture) (chain string, err error) {
 		return rs.Chains[0].Name, Install(pod, rs)
 	}
 	return "", fmt.Errorf("unknown capture %v", c)
-}
-
-func verifyNoTable(n *netns.NS) error {
-	if err := Verify(n, Ruleset{Table: rigTable}); err == nil {
-		return fmt.Errorf("netns %q already holds nftables table %q", n.Name, rigTable)
-	}
-	if err := VerifyDivertRoute(n); err == nil {
-		return fmt.Errorf("netns %q already holds the divert ip rule and route", n.Name)
-	}
-	return nil
 }
 
 func (r *Rig) probeCapture(sc Scenario) (w witness, err error) {

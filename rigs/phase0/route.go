@@ -69,24 +69,53 @@ func InstallDivertRoute(n *netns.NS) (err error) {
 	return VerifyDivertRoute(n)
 }
 
-// VerifyDivertRoute lists the namespace's policy rules and the capture table
-// and fails unless they hold exactly the divert rule and the local default
-// route.
-func VerifyDivertRoute(n *netns.NS) error {
+// listDivert lists the namespace's ip rules that point at the capture
+// table, the routes in that table, and lo's index.
+func listDivert(n *netns.NS) ([]netlink.Rule, []netlink.Route, int, error) {
 	h, err := n.Handle()
 	if err != nil {
-		return err
+		return nil, nil, 0, err
 	}
 	defer h.Close()
 	lo, err := h.LinkByName("lo")
 	if err != nil {
-		return fmt.Errorf("failed to find lo in netns %q: %w", n.Name, err)
+		return nil, nil, 0, fmt.Errorf("failed to find lo in netns %q: %w", n.Name, err)
 	}
 	rules, err := netns.Retry(func() ([]netlink.Rule, error) {
 		return h.RuleListFiltered(netlink.FAMILY_V4, &netlink.Rule{Table: constants.CaptureRouteTable}, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {
-		return fmt.Errorf("failed to list ip rules in netns %q: %w", n.Name, err)
+		return nil, nil, 0, fmt.Errorf("failed to list ip rules in netns %q: %w", n.Name, err)
+	}
+	routes, err := netns.Retry(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: constants.CaptureRouteTable}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("failed to list routes of table %d in netns %q: %w", constants.CaptureRouteTable, n.Name, err)
+	}
+	return rules, routes, lo.Attrs().Index, nil
+}
+
+// VerifyNoDivertRoute fails if the namespace holds any ip rule or route
+// for the capture table.
+func VerifyNoDivertRoute(n *netns.NS) error {
+	rules, routes, _, err := listDivert(n)
+	if err != nil {
+		return err
+	}
+	if len(rules) > 0 || len(routes) > 0 {
+		return fmt.Errorf("netns %q already holds ip rules %v and routes %v for table %d", n.Name, rules, routes, constants.CaptureRouteTable)
+	}
+	return nil
+}
+
+// VerifyDivertRoute lists the namespace's policy rules and the capture table
+// and fails unless they hold exactly the divert rule and the local default
+// route.
+func VerifyDivertRoute(n *netns.NS) error {
+	rules, routes, lo, err := listDivert(n)
+	if err != nil {
+		return err
 	}
 	want := divertRule()
 	if len(rules) != 1 {
@@ -100,19 +129,13 @@ func VerifyDivertRoute(n *netns.NS) error {
 		return fmt.Errorf("netns %q ip rule for table %d is %v (fwmark %#x), want fwmark %#x priority %d",
 			n.Name, want.Table, got, got.Mark, want.Mark, want.Priority)
 	}
-	routes, err := netns.Retry(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: constants.CaptureRouteTable}, netlink.RT_FILTER_TABLE)
-	})
-	if err != nil {
-		return fmt.Errorf("failed to list routes of table %d in netns %q: %w", constants.CaptureRouteTable, n.Name, err)
-	}
 	if len(routes) != 1 {
 		return fmt.Errorf("netns %q table %d holds %d route(s), want exactly the local default route: %v",
 			n.Name, constants.CaptureRouteTable, len(routes), routes)
 	}
 	r := routes[0]
 	isDefault := r.Dst == nil || (r.Dst.IP.IsUnspecified() && maskBits(r.Dst) == 0)
-	if r.Type != unix.RTN_LOCAL || !isDefault || r.LinkIndex != lo.Attrs().Index {
+	if r.Type != unix.RTN_LOCAL || !isDefault || r.LinkIndex != lo {
 		return fmt.Errorf("netns %q table %d route is %v (type %d), want local default dev lo",
 			n.Name, constants.CaptureRouteTable, r, r.Type)
 	}

@@ -177,6 +177,23 @@ func Remove(n *netns.NS, table string) error {
 	})
 }
 
+// VerifyNoTable fails if the namespace holds an nftables table ip named
+// table, whatever is in it.
+func VerifyNoTable(n *netns.NS, table string) error {
+	return withNft(n, func(c *nftables.Conn) error {
+		ts, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+		if err != nil {
+			return fmt.Errorf("failed to list nftables tables in netns %q: %w", n.Name, err)
+		}
+		for _, t := range ts {
+			if t.Name == table {
+				return fmt.Errorf("netns %q already holds nftables table ip %q", n.Name, table)
+			}
+		}
+		return nil
+	})
+}
+
 // Verify lists the namespace's nftables state back and compares it with rs:
 // the table exists, holds exactly rs's chains with their type, hook and
 // priority, and each chain holds exactly rs's rules. It is the check the

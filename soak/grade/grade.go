@@ -1,0 +1,163 @@
+// Package grade decides a soak's gates from its manifest and evidence: the
+// h3/h2 per-request proxy CPU ratio with an exact interval, the liveness
+// SLO in exact integer arithmetic, and the counts that must stay at their
+// limit. Its Grade is what reports render and the release gate obeys.
+package grade
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aether-mesh/aether/soak/evidence"
+	"github.com/aether-mesh/aether/soak/manifest"
+)
+
+// Verdict is a gate's or a soak's outcome. Only PASS passes.
+type Verdict string
+
+const (
+	Pass Verdict = "PASS"
+	Fail Verdict = "FAIL"
+	// Inconclusive: the evidence cannot decide (the interval straddles the
+	// limit, too few valid pairs). It does not pass.
+	Inconclusive Verdict = "INCONCLUSIVE"
+	// Refused: the evidence cannot be graded as asked (windows of two
+	// builds offered as pairs). It does not pass.
+	Refused Verdict = "REFUSED"
+)
+
+// Gate is one decided gate, as a person and the release gate read it.
+type Gate struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	// Figure is the measured quantity with its unit and limit.
+	Figure string `json:"figure"`
+	Reason string `json:"reason"`
+}
+
+// Grade is a graded soak.
+type Grade struct {
+	Soak        string              `json:"soak"`
+	Description string              `json:"description,omitempty"`
+	Manifest    string              `json:"manifest"`
+	Builds      []string            `json:"builds"`
+	Start       time.Time           `json:"start"`
+	End         time.Time           `json:"end"`
+	Excluded    []manifest.Excluded `json:"excluded,omitempty"`
+	Verdict     Verdict             `json:"verdict"`
+	Reason      string              `json:"reason"`
+	Gates       []Gate              `json:"gates"`
+	CPU         *CPURatio           `json:"cpu_ratio,omitempty"`
+	Liveness    *Liveness           `json:"liveness,omitempty"`
+	Counts      []Count             `json:"counts,omitempty"`
+}
+
+// Run reads the evidence a manifest names and decides every gate in it.
+// Evidence that cannot be read is an error, not a verdict: a grade must not
+// rest on an input that was skipped.
+func Run(m *manifest.Manifest) (*Grade, error) {
+	g := &Grade{
+		Soak: m.Name, Description: m.Description, Manifest: m.Path, Builds: m.Builds,
+		Start: m.Start, End: m.End, Excluded: m.Excluded,
+	}
+	ev := &loader{m: m, prom: map[string]evidence.Matrix{}}
+	if m.Gates.CPURatio != nil {
+		cpu, gate, err := gradeCPU(m, ev)
+		if err != nil {
+			return nil, fmt.Errorf("soak %s: cpu ratio gate: %w", m.Name, err)
+		}
+		g.CPU = cpu
+		g.Gates = append(g.Gates, gate)
+	}
+	if m.Gates.Liveness != nil {
+		l, gate, err := gradeLiveness(m, ev)
+		if err != nil {
+			return nil, fmt.Errorf("soak %s: liveness gate: %w", m.Name, err)
+		}
+		g.Liveness = l
+		g.Gates = append(g.Gates, gate)
+	}
+	for _, c := range m.Gates.Counts {
+		cnt, gate, err := gradeCount(m, ev, c)
+		if err != nil {
+			return nil, fmt.Errorf("soak %s: count gate %q: %w", m.Name, c.Name, err)
+		}
+		g.Counts = append(g.Counts, cnt)
+		g.Gates = append(g.Gates, gate)
+	}
+	g.Verdict, g.Reason = Decide(g.Gates)
+	return g, nil
+}
+
+// Decide derives a soak's verdict: any FAIL fails it; otherwise a refused
+// or inconclusive gate keeps it from passing.
+func Decide(gates []Gate) (Verdict, string) {
+	if len(gates) == 0 {
+		return Inconclusive, "no gate was graded"
+	}
+	by := map[Verdict][]string{}
+	for _, g := range gates {
+		by[g.Verdict] = append(by[g.Verdict], g.Name)
+	}
+	for _, v := range []Verdict{Fail, Refused, Inconclusive} {
+		if len(by[v]) > 0 {
+			return v, fmt.Sprintf("%s: %s", strings.ToLower(string(v)), strings.Join(by[v], ", "))
+		}
+	}
+	return Pass, fmt.Sprintf("all %d gate(s) passed", len(gates))
+}
+
+// loader reads each evidence file once.
+type loader struct {
+	m    *manifest.Manifest
+	prom map[string]evidence.Matrix
+}
+
+func (l *loader) series(s *manifest.Series) ([]evidence.Series, error) {
+	p := l.m.Resolve(s.Prometheus)
+	mat, ok := l.prom[p]
+	if !ok {
+		var err error
+		if mat, err = evidence.LoadPromMatrix(p); err != nil {
+			return nil, err
+		}
+		l.prom[p] = mat
+	}
+	return mat.Select(s.Match)
+}
+
+// counter is a counter's increase over the soak, which must be whole.
+func counter(series []evidence.Series, from, to time.Time, what string) (int64, error) {
+	if !evidence.Covers(series, from, to) {
+		return 0, fmt.Errorf("%s: the samples do not cover %s .. %s", what, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	v := evidence.Increase(series, from, to)
+	n := int64(v)
+	if float64(n) != v {
+		return 0, fmt.Errorf("%s: increase %v is not a whole count", what, v)
+	}
+	return n, nil
+}
+
+func fmtInt(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// FormatCount renders a count with thousands separators, as the proposal
+// writes them (719,984).
+func FormatCount(n int64) string { return fmtInt(n) }
+

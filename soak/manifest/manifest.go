@@ -1,0 +1,323 @@
+// Package manifest describes one soak run: the build(s) it ran, its
+// measurement windows, the windows excluded from grading and why, where its
+// evidence lives, and the thresholds each gate is graded against.
+//
+// Paths inside a manifest are relative to the manifest's own directory, so
+// a recorded soak moves as one folder.
+package manifest
+
+import (
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Manifest is one soak run.
+type Manifest struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Builds lists every build revision that ran in the soak; each window
+	// names one of them.
+	Builds []string  `json:"builds"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	// TargetRPS is the paced load each measurement window was driven at.
+	TargetRPS float64    `json:"target_rps,omitempty"`
+	Windows   []Window   `json:"windows,omitempty"`
+	Excluded  []Excluded `json:"excluded,omitempty"`
+	Sources   Sources    `json:"sources"`
+	Gates     Gates      `json:"gates"`
+
+	// Dir is the directory the manifest was read from.
+	Dir string `json:"-"`
+	// Path is the manifest file.
+	Path string `json:"-"`
+}
+
+// Window is one measurement window of the per-request CPU gate. Windows are
+// paired in time order (1st with 2nd, 3rd with 4th, ...): an ABBA schedule
+// h2,h3,h3,h2 gives the pairs (h2,h3) and (h3,h2), which cancels a linear
+// drift between them.
+type Window struct {
+	Name     string    `json:"name"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Protocol string    `json:"protocol"`
+	Build    string    `json:"build"`
+	// CPUProfiles, when set, are pprof CPU profiles of the proxies for this
+	// window; their summed CPU replaces sources.proxy_cpu.
+	CPUProfiles []string `json:"cpu_profiles,omitempty"`
+}
+
+// Excluded is a span left out of the load-generator error count and the
+// count gates that say so (a planned roll, a chaos step), with the reason.
+type Excluded struct {
+	Name   string    `json:"name"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Reason string    `json:"reason"`
+}
+
+// Series names the series of a Prometheus query_range file.
+type Series struct {
+	Prometheus string            `json:"prometheus"`
+	Match      map[string]string `json:"match"`
+}
+
+// LoadGen names a load generator's records.
+type LoadGen struct {
+	// K6Summary is an end-of-test summary in any of k6's shapes.
+	K6Summary string `json:"k6_summary,omitempty"`
+	// K6Events is a k6 --out json file holding (at least) every failed
+	// request, so failures can be placed in time.
+	K6Events string `json:"k6_events,omitempty"`
+	// Vegeta is a vegeta results file (json or csv encoding).
+	Vegeta string `json:"vegeta,omitempty"`
+}
+
+// Sources says where each measured quantity comes from.
+type Sources struct {
+	// ProxyCPU: CPU-seconds counters of the proxies on the request path
+	// (container_cpu_usage_seconds_total), summed.
+	ProxyCPU *Series `json:"proxy_cpu,omitempty"`
+	// ProxyRequests: requests the proxy counted (the denominator of CPU per
+	// request).
+	ProxyRequests *Series `json:"proxy_requests,omitempty"`
+	// ClientRequests: requests the load generator sent, as a counter.
+	ClientRequests *Series `json:"client_requests,omitempty"`
+	// ProbesTotal and ProbesFailed: the liveness prober's counters.
+	ProbesTotal  *Series `json:"probes_total,omitempty"`
+	ProbesFailed *Series `json:"probes_failed,omitempty"`
+	LoadGen      *LoadGen `json:"loadgen,omitempty"`
+}
+
+// Gates holds the thresholds. A gate present in the manifest is required.
+type Gates struct {
+	CPURatio *CPURatioGate `json:"cpu_ratio,omitempty"`
+	Liveness *LivenessGate `json:"liveness,omitempty"`
+	Counts   []CountGate   `json:"counts,omitempty"`
+}
+
+// CPURatioGate: h3/h2 per-request proxy CPU.
+type CPURatioGate struct {
+	// Max is the highest ratio that passes (proposal 038: 1.5).
+	Max float64 `json:"max"`
+	// Confidence of the interval (default 0.95).
+	Confidence float64 `json:"confidence,omitempty"`
+	// MinAchieved: a window whose achieved rate is below this fraction of
+	// target_rps is invalid (default 0.95).
+	MinAchieved float64 `json:"min_achieved,omitempty"`
+	// MaxCountSkew: a window whose proxy and client request counts differ
+	// by more than this fraction is invalid (default 0.01).
+	MaxCountSkew float64 `json:"max_count_skew,omitempty"`
+}
+
+// LivenessGate: the prober SLO.
+type LivenessGate struct {
+	// SLO is the success ratio in percent as a decimal string ("99.999"),
+	// read exactly: 9 failures in 719,984 fails 99.999 % and passes 99.99 %,
+	// a difference binary floating point would blur at the boundary.
+	SLO string `json:"slo"`
+}
+
+// CountGate: a count that must stay at or below Limit.
+type CountGate struct {
+	Name string `json:"name"`
+	// Exactly one of Series and LoadGenErrors.
+	Series        *Series `json:"series,omitempty"`
+	LoadGenErrors bool    `json:"loadgen_errors,omitempty"`
+	Limit         int64   `json:"limit"`
+	// ApplyExclusions leaves the excluded windows out of the count.
+	// Load-generator errors always leave them out.
+	ApplyExclusions bool `json:"apply_exclusions,omitempty"`
+}
+
+// Protocols a window may be labelled with.
+const (
+	H2 = "h2"
+	H3 = "h3"
+)
+
+// Load reads and validates a manifest (YAML or JSON).
+func Load(path string) (*Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read soak manifest: %w", err)
+	}
+	var m Manifest
+	if err := yaml.UnmarshalStrict(b, &m); err != nil {
+		return nil, fmt.Errorf("soak manifest %s: %w", path, err)
+	}
+	m.Path = path
+	m.Dir = filepath.Dir(path)
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Resolve turns a manifest-relative path into one usable from here.
+func (m *Manifest) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(m.Dir, p)
+}
+
+func (m *Manifest) errf(field, format string, args ...any) error {
+	return fmt.Errorf("soak manifest %s: field %s: %s", m.Path, field, fmt.Sprintf(format, args...))
+}
+
+// Validate checks what can be checked without reading the evidence.
+// Windows of different builds are allowed here: the CPU gate refuses to
+// pair them and says so in the report, where the reader needs it.
+func (m *Manifest) Validate() error {
+	if m.Name == "" {
+		return m.errf("name", "empty")
+	}
+	if len(m.Builds) == 0 {
+		return m.errf("builds", "empty: a grade must say which build it judges")
+	}
+	if m.Start.IsZero() || m.End.IsZero() || !m.End.After(m.Start) {
+		return m.errf("start/end", "the soak must have a start before its end (got %s .. %s)", m.Start, m.End)
+	}
+	builds := map[string]bool{}
+	for _, b := range m.Builds {
+		builds[b] = true
+	}
+	for i, w := range m.Windows {
+		f := fmt.Sprintf("windows[%d] (%s)", i, w.Name)
+		if w.Name == "" {
+			return m.errf(f+".name", "empty")
+		}
+		if w.Protocol != H2 && w.Protocol != H3 {
+			return m.errf(f+".protocol", "%q is neither h2 nor h3", w.Protocol)
+		}
+		if !builds[w.Build] {
+			return m.errf(f+".build", "%q is not one of builds %v", w.Build, m.Builds)
+		}
+		if !w.End.After(w.Start) {
+			return m.errf(f+".end", "not after start")
+		}
+		if w.Start.Before(m.Start) || w.End.After(m.End) {
+			return m.errf(f, "lies outside the soak %s .. %s", m.Start.Format(time.RFC3339), m.End.Format(time.RFC3339))
+		}
+		if i > 0 && w.Start.Before(m.Windows[i-1].End) {
+			return m.errf(f+".start", "overlaps or precedes the window before it")
+		}
+	}
+	for i, x := range m.Excluded {
+		f := fmt.Sprintf("excluded[%d] (%s)", i, x.Name)
+		if x.Reason == "" {
+			return m.errf(f+".reason", "empty: an exclusion must say why")
+		}
+		if !x.End.After(x.Start) {
+			return m.errf(f+".end", "not after start")
+		}
+		for _, w := range m.Windows {
+			if x.Start.Before(w.End) && w.Start.Before(x.End) {
+				return m.errf(f, "overlaps measurement window %s: a measured window cannot contain a roll or chaos step", w.Name)
+			}
+		}
+	}
+	g := m.Gates
+	if g.CPURatio == nil && g.Liveness == nil && len(g.Counts) == 0 {
+		return m.errf("gates", "empty: nothing to grade")
+	}
+	if c := g.CPURatio; c != nil {
+		if c.Max <= 0 {
+			return m.errf("gates.cpu_ratio.max", "must be positive")
+		}
+		if c.Confidence == 0 {
+			c.Confidence = 0.95
+		}
+		if c.Confidence <= 0 || c.Confidence >= 1 {
+			return m.errf("gates.cpu_ratio.confidence", "%v is not in (0, 1)", c.Confidence)
+		}
+		if c.MinAchieved == 0 {
+			c.MinAchieved = 0.95
+		}
+		if c.MaxCountSkew == 0 {
+			c.MaxCountSkew = 0.01
+		}
+		if m.TargetRPS <= 0 {
+			return m.errf("target_rps", "must be positive when gates.cpu_ratio is set")
+		}
+		if len(m.Windows) == 0 {
+			return m.errf("windows", "empty while gates.cpu_ratio is set")
+		}
+		if m.Sources.ProxyRequests == nil || m.Sources.ClientRequests == nil {
+			return m.errf("sources", "proxy_requests and client_requests are required by gates.cpu_ratio")
+		}
+		for _, w := range m.Windows {
+			if len(w.CPUProfiles) == 0 && m.Sources.ProxyCPU == nil {
+				return m.errf("sources.proxy_cpu", "missing, and window %s has no cpu_profiles", w.Name)
+			}
+		}
+	}
+	if l := g.Liveness; l != nil {
+		if _, err := ParseSLO(l.SLO); err != nil {
+			return m.errf("gates.liveness.slo", "%v", err)
+		}
+		if m.Sources.ProbesTotal == nil || m.Sources.ProbesFailed == nil {
+			return m.errf("sources", "probes_total and probes_failed are required by gates.liveness")
+		}
+	}
+	for i, c := range g.Counts {
+		f := fmt.Sprintf("gates.counts[%d] (%s)", i, c.Name)
+		if c.Name == "" {
+			return m.errf(f+".name", "empty")
+		}
+		if (c.Series == nil) == !c.LoadGenErrors {
+			return m.errf(f, "needs exactly one of series and loadgen_errors")
+		}
+		if c.LoadGenErrors && m.Sources.LoadGen == nil {
+			return m.errf("sources.loadgen", "missing, required by %s", f)
+		}
+		if c.Limit < 0 {
+			return m.errf(f+".limit", "negative")
+		}
+	}
+	for name, s := range map[string]*Series{"proxy_cpu": m.Sources.ProxyCPU, "proxy_requests": m.Sources.ProxyRequests,
+		"client_requests": m.Sources.ClientRequests, "probes_total": m.Sources.ProbesTotal, "probes_failed": m.Sources.ProbesFailed} {
+		if s != nil && (s.Prometheus == "" || len(s.Match) == 0) {
+			return m.errf("sources."+name, "needs prometheus (a file) and match (labels)")
+		}
+	}
+	if lg := m.Sources.LoadGen; lg != nil {
+		if lg.K6Summary == "" && lg.Vegeta == "" {
+			return m.errf("sources.loadgen", "needs k6_summary or vegeta")
+		}
+		if lg.K6Events != "" && lg.K6Summary == "" {
+			return m.errf("sources.loadgen.k6_events", "needs k6_summary: the events file carries the times, the summary the totals")
+		}
+	}
+	return nil
+}
+
+// ParseSLO reads a success-ratio percentage ("99.999") as an exact
+// fraction of one.
+func ParseSLO(s string) (*big.Rat, error) {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a decimal percentage", s)
+	}
+	if r.Sign() <= 0 || r.Cmp(big.NewRat(100, 1)) > 0 {
+		return nil, fmt.Errorf("%s%% is not in (0, 100]", s)
+	}
+	return r.Quo(r, big.NewRat(100, 1)), nil
+}
+
+// InExcluded returns the exclusion containing t, if any.
+func (m *Manifest) InExcluded(t time.Time) (Excluded, bool) {
+	for _, x := range m.Excluded {
+		if !t.Before(x.Start) && t.Before(x.End) {
+			return x, true
+		}
+	}
+	return Excluded{}, false
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -47,6 +48,17 @@ type Server struct {
 	requests []*discoverygrpc.DeltaDiscoveryRequest
 	grpc     *grpc.Server
 	version  int
+	xds      serverv3.Server
+	sock     string
+}
+
+// Restart drops every stream and serves again on the same socket with the
+// same cache, as an agent restart looks to the proxy.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	_ = os.Remove(s.sock)
+	s.start(t, s.xds, s.sock)
 }
 
 // NewServer starts a server on a unix socket in a test temp dir.
@@ -63,6 +75,7 @@ func NewServer(t testing.TB) *Server {
 	srv := serverv3.NewServer(ctx, s.Cache, cb)
 	sock := filepath.Join(t.TempDir(), "ads.sock")
 	s.Target = "unix://" + sock
+	s.xds, s.sock = srv, sock
 	s.start(t, srv, sock)
 	t.Cleanup(func() { s.Stop(); cancel() })
 	return s

@@ -1,0 +1,146 @@
+// Command aether-agent is the per-node control plane: it watches the
+// registry, generates the node's xDS snapshot, gates it and serves it to the
+// node's proxy over delta ADS.
+//
+//	aether-agent --node node-a --registry-file scenario.yaml \
+//	    --listen unix:///run/aether/xds.sock --metrics-addr 127.0.0.1:15090 \
+//	    --state-dir /var/lib/aether-agent --capture-mode tproxy
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/aether-mesh/aether/mesh/agent"
+	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/registry/kube"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "aether-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		node         = flag.String("node", "", "node name; also the Envoy node id the proxy must present")
+		registryFile = flag.String("registry-file", "", "scenario file to watch as the registry source")
+		kubeconfig   = flag.String("kubeconfig", "", "use the Kubernetes registry source with this kubeconfig (instead of --registry-file)")
+		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
+		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot")
+		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
+		verbose      = flag.Bool("v", false, "debug logging")
+		listen       listFlag
+	)
+	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *node == "" {
+		return errors.New("--node is required")
+	}
+	if len(listen) == 0 {
+		return errors.New("at least one --listen address is required")
+	}
+	cm, err := agent.ParseCaptureMode(*mode)
+	if err != nil {
+		return fmt.Errorf("--capture-mode: %w", err)
+	}
+	var src registry.Source
+	switch {
+	case *registryFile != "" && *kubeconfig != "":
+		return errors.New("--registry-file and --kubeconfig are exclusive")
+	case *registryFile != "":
+		src = &registry.FileSource{Path: *registryFile}
+	case *kubeconfig != "":
+		ks, err := kube.NewFromKubeconfig(*kubeconfig, *node)
+		if err != nil {
+			return err
+		}
+		src = ks
+	default:
+		return errors.New("a registry source is required: --registry-file or --kubeconfig")
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a, err := agent.New(agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Logger: logger, Registerer: reg})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var lis []net.Listener
+	for _, spec := range listen {
+		l, err := agent.Listen(spec)
+		if err != nil {
+			for _, o := range lis {
+				o.Close()
+			}
+			return err
+		}
+		lis = append(lis, l)
+	}
+	gs := a.NewGRPCServer(ctx)
+	errc := make(chan error, len(lis)+2)
+	for _, l := range lis {
+		logger.Info("serving delta ADS", "node", *node, "addr", l.Addr().String())
+		go func(l net.Listener) { errc <- gs.Serve(l) }(l)
+	}
+	if *metricsAddr != "" {
+		addr, done, err := a.ServeDebug(ctx, *metricsAddr, reg)
+		if err != nil {
+			gs.Stop()
+			return err
+		}
+		logger.Info("serving /metrics and /debug/config", "addr", addr.String())
+		go func() {
+			if err := <-done; err != nil {
+				errc <- err
+			}
+		}()
+	}
+	go func() { errc <- a.Run(ctx, src) }()
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		// ADS streams never end on their own; do not wait on them.
+		gs.Stop()
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

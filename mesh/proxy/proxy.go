@@ -76,8 +76,8 @@ type Proxy struct {
 
 	mu sync.Mutex
 	// active clusters route traffic; warming ones wait for their EDS.
-	active    map[string]*cluster.Cluster
-	warming   map[string]*cluster.Cluster
+	active  map[string]*cluster.Cluster
+	warming map[string]*cluster.Cluster
 	// published is a copy of active the data path reads without p.mu, so
 	// a listener closing under p.mu never waits on a datagram that waits
 	// on p.mu.

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"

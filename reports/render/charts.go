@@ -20,10 +20,13 @@ var (
 	colH2      = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	colH3      = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 	colLimit   = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
-	colBand    = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0x40}
-	colExclude = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x40}
+	colBand    = color.NRGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0x50}
+	colExclude = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x50}
 	colInvalid = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
 )
+
+// renderChart is svg; tests that look at the pictures swap it.
+var renderChart = svg
 
 // svg renders a plot as an inline <svg> element: the XML declaration is
 // dropped (it is not allowed inside HTML) and fonts are not embedded, so a
@@ -97,7 +100,7 @@ func cpuChart(c *grade.CPURatio) (string, error) {
 	p.X.Min, p.X.Max = 0.5, float64(len(c.Windows))+0.5
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	return svg(p, 16*vg.Centimeter, 9*vg.Centimeter)
+	return renderChart(p, 16*vg.Centimeter, 9*vg.Centimeter)
 }
 
 // ratioChart: h3/h2 per pair, the estimate with its interval as a band,
@@ -160,12 +163,12 @@ func ratioChart(c *grade.CPURatio) (string, error) {
 	}
 	p.Add(lim)
 	p.Legend.Add(fmt.Sprintf("gate %.2f×", c.Max), lim)
-	p.Y.Min, p.Y.Max = 0, maxY*1.2
+	// Headroom above the data keeps the legend off the points.
+	p.Y.Min, p.Y.Max = 0, maxY*1.6
 	p.X.Min, p.X.Max = x0, x1
-	p.Legend.Top, p.Legend.Left = false, true
-	p.Legend.YOffs = -vg.Points(0)
+	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
-	return svg(p, 16*vg.Centimeter, 9*vg.Centimeter)
+	return renderChart(p, 16*vg.Centimeter, 9*vg.Centimeter)
 }
 
 // timelineChart: events per step over the soak (hours from its start), the
@@ -213,7 +216,7 @@ func timelineChart(title, ylabel string, g *grade.Grade, pts []grade.TimePoint) 
 	p.X.Min, p.X.Max = 0, hours(g.End)
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	return svg(p, 16*vg.Centimeter, 8*vg.Centimeter)
+	return renderChart(p, 16*vg.Centimeter, 8*vg.Centimeter)
 }
 
 // countsChart: each count gate's count beside its limit.
@@ -241,12 +244,27 @@ func countsChart(cs []grade.Count) (string, error) {
 	}
 	lc.Color, lc.Offset = colLimit, w/2
 	p.Add(bc, lc)
+	// Zero-height bars draw nothing; the figures are written above them.
+	var xys plotter.XYLabels
+	for i := range cs {
+		xys.XYs = append(xys.XYs, plotter.XY{X: float64(i), Y: math.Max(counts[i], limits[i])})
+		xys.Labels = append(xys.Labels, fmt.Sprintf("%s / %s", grade.FormatCount(cs[i].Count), grade.FormatCount(cs[i].Limit)))
+	}
+	labels, err := plotter.NewLabels(xys)
+	if err != nil {
+		return "", err
+	}
+	for i := range labels.TextStyle {
+		labels.TextStyle[i].XAlign = draw.XCenter
+		labels.TextStyle[i].YAlign = draw.YBottom
+	}
+	p.Add(labels)
 	p.Legend.Add("counted", bc)
 	p.Legend.Add("limit", lc)
 	p.Legend.Top = true
 	p.NominalX(names...)
 	p.Y.Min, p.Y.Max = 0, maxY*1.25
-	return svg(p, 16*vg.Centimeter, 8*vg.Centimeter)
+	return renderChart(p, 16*vg.Centimeter, 8*vg.Centimeter)
 }
 
 // trendChart: the h3/h2 estimate of each graded run, with its interval,
@@ -301,7 +319,7 @@ func trendChart(gs []*grade.Grade) (string, error) {
 	p.Y.Min, p.Y.Max = 0, math.Max(maxY, limit)*1.2
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	return svg(p, 16*vg.Centimeter, 8*vg.Centimeter)
+	return renderChart(p, 16*vg.Centimeter, 8*vg.Centimeter)
 }
 
 type errXY struct{ x, y, lo, hi float64 }

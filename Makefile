@@ -5,7 +5,7 @@ GO        ?= go
 REPORTS   ?= reports/latest
 # Packages whose tests are red-then-green suites on the embedded netns
 # cluster; `make gate` runs them and collects their results.
-SUITES    ?= ./rigs/phase0/... ./suites/...
+SUITES    ?= ./rigs/phase0/... ./mesh/cni/... ./suites/...
 TEST_TIMEOUT ?= 25m
 
 .PHONY: help test gate rigs suites e2e soak report build vet clean

@@ -395,8 +395,14 @@ func (sc *Scenario) State(file string) (*State, error) {
 		}
 		for j, pr := range sr.Spec.ParentRefs {
 			f := fmt.Sprintf("spec.parentRefs[%d]", j)
-			ref := ParentRef{Group: deref(pr.Group, "gateway.networking.k8s.io"), Kind: deref(pr.Kind, "Gateway"),
-				Namespace: deref(pr.Namespace, k.Namespace), Name: pr.Name}
+			ref := ParentRef{Kind: deref(pr.Kind, "Gateway"), Namespace: deref(pr.Namespace, k.Namespace), Name: pr.Name}
+			// The API's default group is the Gateway API's own; GAMMA asks for
+			// group "" with kind Service, and a parent Service with the group
+			// left out means the same thing to every reader of a scenario.
+			ref.Group = deref(pr.Group, "gateway.networking.k8s.io")
+			if pr.Group == nil && ref.Kind == "Service" {
+				ref.Group = ""
+			}
 			if pr.Name == "" {
 				bad("udpRoute", obj, f+".name", errors.New("must not be empty"))
 			}

@@ -259,11 +259,14 @@ func UDPRoute(r *gwv1alpha2.UDPRoute) registry.UDPRoute {
 	out := registry.UDPRoute{Name: r.Name, Namespace: r.Namespace}
 	for _, p := range r.Spec.ParentRefs {
 		ref := registry.ParentRef{Group: "gateway.networking.k8s.io", Kind: "Gateway", Namespace: r.Namespace, Name: string(p.Name)}
-		if p.Group != nil {
-			ref.Group = string(*p.Group)
-		}
 		if p.Kind != nil {
 			ref.Kind = string(*p.Kind)
+		}
+		switch {
+		case p.Group != nil:
+			ref.Group = string(*p.Group)
+		case ref.Kind == "Service":
+			ref.Group = "" // as the scenario reads it: a parent Service is core
 		}
 		if p.Namespace != nil {
 			ref.Namespace = string(*p.Namespace)
@@ -298,4 +301,3 @@ func UDPRoute(r *gwv1alpha2.UDPRoute) registry.UDPRoute {
 	}
 	return out
 }
-

@@ -204,6 +204,11 @@ func (sc *Scenario) State(file string) (*State, error) {
 	}
 	st := &State{Endpoints: map[Key][]Endpoint{}}
 
+	if len(sc.Nodes) == 0 {
+		// An empty or truncated file parses as an empty mesh; publishing it
+		// would withdraw every listener, so it is an error instead.
+		bad("scenario", "nodes", "nodes", errors.New("must list at least one node"))
+	}
 	nodes := map[string]bool{}
 	for i, n := range sc.Nodes {
 		obj := fmt.Sprintf("nodes[%d]", i)

@@ -26,7 +26,9 @@ type Source interface {
 // FileSource is a scenario file, re-read when its content changes. It polls
 // rather than using inotify so that the editors' and rigs' atomic
 // rename-into-place, a bind-mounted file and a plain overwrite all count as a
-// change alike.
+// change alike. Writers should replace the file atomically (write a
+// temporary file, rename it over); for a plain overwrite the source waits
+// until two reads agree, so a half-written file is not taken for a mesh.
 type FileSource struct {
 	Path     string
 	Interval time.Duration // default 250ms
@@ -45,7 +47,7 @@ func (f *FileSource) Watch(ctx context.Context) <-chan Update {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			data, err := os.ReadFile(f.Path)
+			data, err := f.read(interval)
 			changed := first || err != nil && last != nil || err == nil && !bytes.Equal(data, last)
 			if changed {
 				var u Update
@@ -71,4 +73,22 @@ func (f *FileSource) Watch(ctx context.Context) <-chan Update {
 		}
 	}()
 	return ch
+}
+
+// read returns the file's content once two reads a short settle apart agree.
+func (f *FileSource) read(interval time.Duration) ([]byte, error) {
+	settle := interval / 4
+	if settle < 5*time.Millisecond {
+		settle = 5 * time.Millisecond
+	}
+	prev, err := os.ReadFile(f.Path)
+	for i := 0; i < 20 && err == nil; i++ {
+		time.Sleep(settle)
+		var cur []byte
+		if cur, err = os.ReadFile(f.Path); err == nil && bytes.Equal(cur, prev) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, err
 }

@@ -325,6 +325,6 @@ func trendChart(gs []*grade.Grade) (string, error) {
 type errXY struct{ x, y, lo, hi float64 }
 type errXYs []errXY
 
-func (e errXYs) Len() int                         { return len(e) }
-func (e errXYs) XY(i int) (float64, float64)      { return e[i].x, e[i].y }
+func (e errXYs) Len() int                        { return len(e) }
+func (e errXYs) XY(i int) (float64, float64)     { return e[i].x, e[i].y }
 func (e errXYs) YError(i int) (float64, float64) { return e[i].lo, e[i].hi }

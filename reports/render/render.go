@@ -287,6 +287,7 @@ func HTML(g *grade.Grade, suites []redgreen.Result) ([]byte, error) {
 var funcs = template.FuncMap{
 	"class": func(v any) string { return verdictClass(fmt.Sprint(v)) },
 	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"pct":   func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
 	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
 	"f3":    func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"n":     func(v float64) string { return grade.FormatCount(int64(v)) },
@@ -329,7 +330,7 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 
 {{with .G.CPU}}<h2>h3/h2 per-request proxy CPU</h2>
 <p>{{.Method}}. Target {{f1 .TargetRPS}} rps; gate ≤ {{f2 .Max}}×.
-{{if .Ratio}}Estimate <b>{{f2 .Ratio}}×</b>{{if .Bounded}}, interval [{{f3 .Lower}}, {{f3 .Upper}}] at {{f1 .Confidence}}… exact coverage{{end}}.{{end}}</p>
+{{if .Ratio}}Estimate <b>{{f2 .Ratio}}×</b>{{if .Bounded}}, interval [{{f3 .Lower}}, {{f3 .Upper}}] at {{pct .Confidence}} exact coverage{{end}}.{{end}}</p>
 {{if .Windows}}<table><tr><th>window</th><th>protocol</th><th>build</th><th>span</th><th>CPU source</th><th>CPU s</th><th>proxy requests</th><th>client requests</th><th>achieved rps</th><th>ms CPU/request</th><th>valid</th></tr>
 {{range .Windows}}<tr><td>{{.Name}}</td><td>{{.Protocol}}</td><td>{{.Build}}</td><td>{{t .Start}}–{{hm .End}}</td><td>{{.CPUSource}}</td><td class="num">{{f1 .CPUSeconds}}</td><td class="num">{{n .ProxyRequests}}</td><td class="num">{{n .ClientRequests}}</td><td class="num">{{f1 .AchievedRPS}}</td><td class="num">{{f3 .CPUPerRequestMS}}</td><td>{{if .Valid}}yes{{else}}<b>no</b>: {{.Invalid}}{{end}}</td></tr>
 {{end}}</table>

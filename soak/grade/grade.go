@@ -160,4 +160,3 @@ func fmtInt(n int64) string {
 // FormatCount renders a count with thousands separators, as the proposal
 // writes them (719,984).
 func FormatCount(n int64) string { return fmtInt(n) }
-

@@ -90,8 +90,8 @@ type Sources struct {
 	// ClientRequests: requests the load generator sent, as a counter.
 	ClientRequests *Series `json:"client_requests,omitempty"`
 	// ProbesTotal and ProbesFailed: the liveness prober's counters.
-	ProbesTotal  *Series `json:"probes_total,omitempty"`
-	ProbesFailed *Series `json:"probes_failed,omitempty"`
+	ProbesTotal  *Series  `json:"probes_total,omitempty"`
+	ProbesFailed *Series  `json:"probes_failed,omitempty"`
 	LoadGen      *LoadGen `json:"loadgen,omitempty"`
 }
 

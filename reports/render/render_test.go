@@ -1,0 +1,272 @@
+package render
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/soak/grade"
+	"github.com/aether-mesh/aether/soak/manifest"
+)
+
+func fixtureGrades(t *testing.T) map[string]*grade.Grade {
+	t.Helper()
+	files, _ := filepath.Glob("../../fixtures/soaks/*/manifest.yaml")
+	if len(files) == 0 {
+		t.Fatal("no fixture soaks")
+	}
+	out := map[string]*grade.Grade{}
+	for _, f := range files {
+		m, err := manifest.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := grade.Run(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(filepath.Dir(f))] = g
+	}
+	return out
+}
+
+func suites() []redgreen.Result {
+	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	return []redgreen.Result{
+		{Suite: "udproute-selection", Subject: "per-VIP UDP selection under TPROXY", Verdict: redgreen.Pass, Reason: "1 control(s) red, 1 subject(s) green", Started: at,
+			Cases: []redgreen.CaseResult{
+				{Name: "redirect-control", Role: redgreen.Control, Expected: "svc-b's datagrams reach svc-a's backend", Observed: "ipi_addr 127.0.0.1 for both VIPs", Witness: "the receiver's IP_PKTINFO", Matched: true},
+				{Name: "tproxy", Role: redgreen.Subject, Expected: "each VIP reaches its own backend", Observed: "10.96.0.10→a, 10.96.0.11→b", Witness: "the backends' own records", Matched: true},
+			}},
+		{Suite: "quic-resumption", Subject: "R4", Verdict: redgreen.BrokenRig, Reason: "control resumption-on did not show its signature", Started: at,
+			Cases: []redgreen.CaseResult{
+				{Name: "resumption-on", Role: redgreen.Control, Expected: "revoked SVID accepted on resumption", Observed: "handshake refused", Matched: false, Reason: "no resumption happened"},
+			}},
+	}
+}
+
+// The page must open offline: no script, stylesheet, image or font is
+// fetched, and the only URLs are the SVG namespaces.
+func TestHTMLIsSelfContained(t *testing.T) {
+	ns := regexp.MustCompile(`https?://[^"'\s)<>]*`)
+	for name, g := range fixtureGrades(t) {
+		page, err := HTML(g, suites())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(page)
+		for _, bad := range []string{"<script", "<link", "<img", "<iframe", " src=", "@import", "url("} {
+			if strings.Contains(s, bad) {
+				t.Errorf("%s: page contains %q", name, bad)
+			}
+		}
+		for _, u := range ns.FindAllString(s, -1) {
+			if u != "http://www.w3.org/2000/svg" && u != "http://www.w3.org/1999/xlink" {
+				t.Errorf("%s: page references %s", name, u)
+			}
+		}
+		// Every chart is well-formed XML.
+		svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(s, -1)
+		for i, svg := range svgs {
+			d := xml.NewDecoder(strings.NewReader(svg))
+			for {
+				if _, err := d.Token(); err != nil {
+					if !errors.Is(err, io.EOF) {
+						t.Errorf("%s: chart %d is not well-formed: %v", name, i, err)
+					}
+					break
+				}
+			}
+		}
+		want := 0
+		if g.CPU != nil && len(g.CPU.Windows) > 0 {
+			want += 2
+		}
+		if g.Liveness != nil {
+			want++
+		}
+		if len(g.Counts) > 0 {
+			want++
+		}
+		for _, c := range g.Counts {
+			if c.Count > 0 && len(c.Timeline) > 0 {
+				want++
+			}
+		}
+		if len(svgs) != want {
+			t.Errorf("%s: %d charts, want %d", name, len(svgs), want)
+		}
+		for _, gt := range g.Gates {
+			if !strings.Contains(s, ">"+gt.Name+"<") || !strings.Contains(s, ">"+string(gt.Verdict)+"<") {
+				t.Errorf("%s: gate %s / %s missing from the page", name, gt.Name, gt.Verdict)
+			}
+		}
+		for _, want := range []string{"Suites, red then green", "redirect-control", "the receiver&#39;s IP_PKTINFO", "BROKEN_RIG", "no resumption happened"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: suite table lacks %q", name, want)
+			}
+		}
+	}
+}
+
+func TestHTMLShowsWhyTheResoakFailed(t *testing.T) {
+	g := fixtureGrades(t)["2026-09-30-resoak-1.0.13-84fb413"]
+	page, err := HTML(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	for _, want := range []string{
+		"9 / 719,984 failed, SLO 99.999% allows 7",
+		"excluded: TRIPLE", // the shaded span's legend in the liveness chart
+		"w11-h3", "achieved 285.",
+		"141 outside the soak", "6 in excluded TRIPLE",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "Suites, red then green") {
+		t.Error("no suites were given, yet the page has a suite section")
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	gs := fixtureGrades(t)
+	var all []*grade.Grade
+	wantFail := 0
+	for _, g := range gs {
+		all = append(all, g)
+		for _, gt := range g.Gates {
+			if gt.Verdict != grade.Pass {
+				wantFail++
+			}
+		}
+	}
+	b, err := JUnit(all, suites())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc junitSuites
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("JUnit does not parse back: %v", err)
+	}
+	// One soak gate failure each for FAIL/REFUSED/INCONCLUSIVE gates, plus
+	// the broken rig's unmatched control.
+	if doc.Failures != wantFail+1 {
+		t.Errorf("failures = %d, want %d", doc.Failures, wantFail+1)
+	}
+	types := map[string]int{}
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			if c.Failure != nil {
+				types[c.Failure.Type]++
+			}
+		}
+	}
+	if types["REFUSED"] != 1 || types["BROKEN_RIG"] != 1 || types["FAIL"] != wantFail-1 {
+		t.Errorf("failure types %v", types)
+	}
+}
+
+func TestIndex(t *testing.T) {
+	var runs []Run
+	for name, g := range fixtureGrades(t) {
+		runs = append(runs, Run{Grade: g, Link: "runs/" + name + "/report.html"})
+	}
+	page, err := Index(runs, suites())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	if n := strings.Count(s, "<svg"); n != 1 {
+		t.Errorf("index has %d charts, want the one trend", n)
+	}
+	// Oldest first; the refused pairing contributes no point to the trend.
+	order := []string{"rev242-vs-rev239", "rev242-proving", "rev247-same-build-ab", "resoak-2026-09-30"}
+	last := -1
+	for _, o := range order {
+		i := strings.Index(s, ">"+o)
+		if i < last {
+			t.Errorf("%s is out of order", o)
+		}
+		last = i
+	}
+	if strings.Count(s, "1.18×") != 2 {
+		t.Errorf("want the two same-build ratios (1.18×) in the table, got %d", strings.Count(s, "1.18×"))
+	}
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if os.Getenv("REFRESH_GOLDEN") == "true" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatalf("failed to refresh golden file %q: %v", path, err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("failed to read golden file %q (REFRESH_GOLDEN=true creates it): %v", path, err)
+	}
+	if bytes.Equal(want, got) {
+		return
+	}
+	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(string(want)), B: difflib.SplitLines(string(got)),
+		FromFile: path, ToFile: "graded now", Context: 3,
+	})
+	t.Errorf("gate table differs from %s (REFRESH_GOLDEN=true to accept):\n%s", path, diff)
+}
+
+// The gate tables of the fixture soaks, as aether-soak prints them.
+func TestGateTablesGolden(t *testing.T) {
+	gs := fixtureGrades(t)
+	names := make([]string, 0, len(gs))
+	for n := range gs {
+		names = append(names, n)
+	}
+	var b bytes.Buffer
+	sort.Strings(names)
+	for _, n := range names {
+		b.WriteString(Text(gs[n]))
+		b.WriteString("\n")
+	}
+	compareGolden(t, "testdata/fixture-gates.golden", b.Bytes())
+}
+
+func TestWriteSoakAndLoadGrade(t *testing.T) {
+	g := fixtureGrades(t)["2026-09-28-rev247-same-build-ab"]
+	dir := t.TempDir()
+	if err := WriteSoak(dir, g, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{GradeFile, HTMLFile, JUnitFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	back, err := LoadGrade(filepath.Join(dir, GradeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Verdict != grade.Pass || len(back.Gates) != len(g.Gates) || back.CPU.Ratio != g.CPU.Ratio {
+		t.Errorf("round trip lost data: %+v", back)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"soak":"x","verdict":"MAYBE"}`), 0o644)
+	if _, err := LoadGrade(bad); err == nil || !strings.Contains(err.Error(), `unknown verdict "MAYBE"`) {
+		t.Errorf("got %v", err)
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aether-mesh/aether/rigs/redgreen"
+)
+
+func TestReport(t *testing.T) {
+	out, suites := t.TempDir(), t.TempDir()
+	r := redgreen.Result{Suite: "mtls-pool", Subject: "per-source QUIC pools", Verdict: redgreen.Pass, Reason: "1 control(s) red, 1 subject(s) green",
+		Started: time.Unix(0, 0).UTC(), Cases: []redgreen.CaseResult{
+			{Name: "shared-cert-control", Role: redgreen.Control, Expected: "B rides A's connection", Observed: "B seen as A", Matched: true},
+			{Name: "twins", Role: redgreen.Subject, Expected: "B seen as B", Observed: "B seen as B", Matched: true},
+		}}
+	if err := r.Write(suites); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(out, "../../../fixtures/soaks", suites, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	idx, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, _ := filepath.Glob(filepath.Join(out, "runs", "*", "report.html"))
+	if len(pages) != 4 {
+		t.Fatalf("%d run pages, want 4", len(pages))
+	}
+	for _, p := range pages {
+		rel, _ := filepath.Rel(out, p)
+		if !strings.Contains(string(idx), `href="`+filepath.ToSlash(rel)+`"`) {
+			t.Errorf("index does not link %s", rel)
+		}
+		b, _ := os.ReadFile(p)
+		if !strings.Contains(string(b), "shared-cert-control") {
+			t.Errorf("%s lacks the suite's red-then-green table", rel)
+		}
+	}
+	if !strings.Contains(string(idx), "mtls-pool") {
+		t.Error("index lacks the latest suites")
+	}
+	// Absent suites are no suites, not an error.
+	if code := run(t.TempDir(), "../../../fixtures/soaks", filepath.Join(t.TempDir(), "none"), &stdout, &stderr); code != 0 {
+		t.Errorf("without suites: exit %d: %s", code, stderr.String())
+	}
+}

@@ -91,6 +91,11 @@ type Builder struct {
 	seed    maphash.Seed
 	entries map[registry.Key]*svcEntry
 	actions map[string]*matcher.Matcher_OnMatch
+	// The udp_proxy filter is one message over every arm; it is encoded
+	// again only when the arms or on_no_match change, not on an endpoint
+	// change.
+	udpFP     uint64
+	udpFilter *listener.ListenerFilter
 }
 
 type svcEntry struct {
@@ -343,6 +348,19 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 	if b.Mode == CaptureRedirect && sel.Fallback != nil {
 		noMatch = sel.Fallback.Cluster
 	}
+	var h maphash.Hash
+	h.SetSeed(b.seed)
+	h.WriteString(noMatch)
+	for _, a := range sel.Arms {
+		ip := a.ClusterIP.As16()
+		h.Write(ip[:])
+		h.WriteString(a.Cluster)
+	}
+	if fp := h.Sum64(); b.udpFilter != nil && fp == b.udpFP {
+		return b.udpFilter, nil
+	} else {
+		b.udpFP = fp
+	}
 	onNoMatch, err := b.routeAction(noMatch)
 	if err != nil {
 		return nil, err
@@ -362,7 +380,8 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode udp_proxy config: %w", err)
 	}
-	return &listener.ListenerFilter{Name: UDPProxyFilterName, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: tc}}, nil
+	b.udpFilter = &listener.ListenerFilter{Name: UDPProxyFilterName, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: tc}}
+	return b.udpFilter, nil
 }
 
 // ClusterIPs returns the arms' keys, for tests and the debug dump.

@@ -49,7 +49,7 @@ func ParseK6Summary(name string, b []byte) (LoadRun, error) {
 		return LoadRun{}, fieldErr(name, 0, "(document)", "not a JSON object", err)
 	}
 	if v, ok := top["version"]; ok {
-		return parseK6Versioned(name, v, top)
+		return parseK6Versioned(name, v, b)
 	}
 	rawMetrics, ok := top["metrics"]
 	if !ok {
@@ -121,7 +121,7 @@ func ParseK6Summary(name string, b []byte) (LoadRun, error) {
 	return checkK6Totals(name, field, run, fails)
 }
 
-func parseK6Versioned(name string, version json.RawMessage, top map[string]json.RawMessage) (LoadRun, error) {
+func parseK6Versioned(name string, version json.RawMessage, b []byte) (LoadRun, error) {
 	var v string
 	if err := json.Unmarshal(version, &v); err != nil {
 		return LoadRun{}, fieldErr(name, 0, "version", "not a string", err)
@@ -139,8 +139,7 @@ func parseK6Versioned(name string, version json.RawMessage, top map[string]json.
 			} `json:"metrics"`
 		} `json:"results"`
 	}
-	raw, _ := json.Marshal(top)
-	if err := json.Unmarshal(raw, &doc); err != nil {
+	if err := json.Unmarshal(b, &doc); err != nil {
 		return LoadRun{}, fieldErr(name, 0, "results", "malformed", err)
 	}
 	if doc.Results == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aether-mesh/aether/soak/evidence"
@@ -180,7 +181,7 @@ func gradeCount(m *manifest.Manifest, ev *loader, c manifest.CountGate) (Count, 
 		gate.Reason = fmt.Sprintf("%s > %s", fmtInt(cnt.Count), fmtInt(c.Limit))
 	}
 	if len(parts) > 0 {
-		gate.Reason += " (" + joinAll(parts) + ")"
+		gate.Reason += " (" + strings.Join(parts, ", ") + ")"
 	}
 	if cnt.Note != "" {
 		gate.Reason += "; " + cnt.Note
@@ -252,15 +253,4 @@ func clip(t, lo, hi time.Time) time.Time {
 		return hi
 	}
 	return t
-}
-
-func joinAll(parts []string) string {
-	s := ""
-	for i, p := range parts {
-		if i > 0 {
-			s += ", "
-		}
-		s += p
-	}
-	return s
 }

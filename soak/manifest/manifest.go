@@ -172,7 +172,8 @@ func (m *Manifest) errf(field, format string, args ...any) error {
 	return fmt.Errorf("soak manifest %s: field %s: %s", m.Path, field, fmt.Sprintf(format, args...))
 }
 
-// Validate checks what can be checked without reading the evidence.
+// Validate checks what can be checked without reading the evidence and
+// fills the CPU gate's defaults.
 // Windows of different builds are allowed here: the CPU gate refuses to
 // pair them and says so in the report, where the reader needs it.
 func (m *Manifest) Validate() error {

@@ -1,7 +1,8 @@
 // Command aether-report grades the recorded soaks and renders the reports:
 // one folder per soak under <out>/runs/ (report.html, grade.json,
 // junit.xml) and the nightly index <out>/index.html listing every run with
-// its verdict and the trend of the h3/h2 ratio. Suite results under
+// its verdict and the trend of the h3/h2 ratio, including runs graded
+// earlier that are still under <out>/runs/. Suite results under
 // -suites, when present, join each page as red-then-green tables.
 //
 // A soak's FAIL is part of the report, not an error: the command exits
@@ -59,6 +60,25 @@ func run(out, soaks, suitesDir string, stdout, stderr io.Writer) int {
 		}
 		runs = append(runs, render.Run{Grade: g, Link: "runs/" + name + "/" + render.HTMLFile})
 		fmt.Fprintf(stdout, "%-34s %-12s %s\n", g.Soak, g.Verdict, filepath.Join(dir, render.HTMLFile))
+	}
+	// Runs graded on earlier nights stay listed: the index is the history
+	// the trend is drawn from.
+	graded := map[string]bool{}
+	for _, r := range runs {
+		graded[r.Link] = true
+	}
+	earlier, _ := filepath.Glob(filepath.Join(out, "runs", "*", render.GradeFile))
+	for _, p := range earlier {
+		link := "runs/" + filepath.Base(filepath.Dir(p)) + "/" + render.HTMLFile
+		if graded[link] {
+			continue
+		}
+		g, err := render.LoadGrade(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "aether-report: %v\n", err)
+			return 2
+		}
+		runs = append(runs, render.Run{Grade: g, Link: link})
 	}
 	page, err := render.Index(runs, suites)
 	if err != nil {

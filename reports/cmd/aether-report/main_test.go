@@ -46,6 +46,26 @@ func TestReport(t *testing.T) {
 	if !strings.Contains(string(idx), "mtls-pool") {
 		t.Error("index lacks the latest suites")
 	}
+	// A run graded on an earlier night stays in the index.
+	b, err := os.ReadFile(filepath.Join(out, "runs", "2026-09-28-rev247-same-build-ab", "grade.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(out, "runs", "2026-09-20-nightly")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "grade.json"), []byte(strings.Replace(string(b), `"soak": "rev247-same-build-ab"`, `"soak": "nightly-0920"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(out, "../../../fixtures/soaks", suites, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	idx, _ = os.ReadFile(filepath.Join(out, "index.html"))
+	if !strings.Contains(string(idx), `href="runs/2026-09-20-nightly/report.html">nightly-0920<`) {
+		t.Error("the earlier run fell out of the index")
+	}
+
 	// Absent suites are no suites, not an error.
 	if code := run(t.TempDir(), "../../../fixtures/soaks", filepath.Join(t.TempDir(), "none"), &stdout, &stderr); code != 0 {
 		t.Errorf("without suites: exit %d: %s", code, stderr.String())

@@ -4,7 +4,8 @@
 //	aether-soak grade-all [-out DIR] DIR    grade every DIR/*/manifest.yaml and print the verdicts
 //
 // grade writes report.html, grade.json and junit.xml into -out (default
-// reports/latest/soaks/<soak>), where aether-gate finds them. grade-all
+// reports/latest/soaks/<soak>), where aether-gate finds them; suite results
+// under -suites join the page as red-then-green tables. grade-all
 // exits non-zero only when a soak could not be graded, unless -strict:
 // a recorded FAIL is a fact about that soak, not an error of the grader.
 package main
@@ -18,6 +19,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/reports/render"
+	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
@@ -40,11 +42,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("grade", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		out := fs.String("out", "", "report directory (default reports/latest/soaks/<soak>)")
+		suitesDir := fs.String("suites", "reports/latest/suites", "suite results to add to the page (skipped when absent)")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
 			usage(stderr)
 			return 2
 		}
-		g, err := gradeOne(fs.Arg(0), *out, stdout)
+		suites, err := render.LoadSuites(*suitesDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
+			return 2
+		}
+		g, err := gradeOne(fs.Arg(0), *out, suites, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
@@ -70,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var grades []*grade.Grade
 		code := 0
 		for _, m := range manifests {
-			g, err := gradeOne(m, filepath.Join(*out, filepath.Base(filepath.Dir(m))), io.Discard)
+			g, err := gradeOne(m, filepath.Join(*out, filepath.Base(filepath.Dir(m))), nil, io.Discard)
 			if err != nil {
 				fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 				code = 2
@@ -94,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func gradeOne(path, out string, stdout io.Writer) (*grade.Grade, error) {
+func gradeOne(path, out string, suites []redgreen.Result, stdout io.Writer) (*grade.Grade, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
 		return nil, err
@@ -106,7 +114,7 @@ func gradeOne(path, out string, stdout io.Writer) (*grade.Grade, error) {
 	if out == "" {
 		out = filepath.Join("reports", "latest", "soaks", m.Name)
 	}
-	if err := render.WriteSoak(out, g, nil); err != nil {
+	if err := render.WriteSoak(out, g, suites); err != nil {
 		return nil, err
 	}
 	fmt.Fprint(stdout, render.Text(g))

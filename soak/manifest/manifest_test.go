@@ -115,3 +115,17 @@ func TestFixtureManifestsLoad(t *testing.T) {
 		}
 	}
 }
+
+// A manifest may be JSON as well (a pipeline writes it with jq).
+func TestLoadJSON(t *testing.T) {
+	doc := `{"name": "j", "builds": ["b1"], "start": "2026-09-30T08:00:00Z", "end": "2026-09-30T16:00:00Z",
+	 "sources": {"loadgen": {"vegeta": "results.json"}},
+	 "gates": {"counts": [{"name": "load-generator errors", "loadgen_errors": true, "limit": 3}]}}`
+	m, err := load(t, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Gates.Counts[0].Limit != 3 || m.Sources.LoadGen.Vegeta != "results.json" {
+		t.Errorf("got %+v", m)
+	}
+}

@@ -33,7 +33,9 @@ gate:
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
 	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
 		> $(REPORTS)/suites.log 2>&1; echo "suite packages exited $$? (log: $(REPORTS)/suites.log)"
-	@$(GO) run ./reports/cmd/aether-gate -dir $(REPORTS)
+	@if [ -n "$(SOAK)" ]; then $(GO) run ./soak/cmd/aether-soak grade -suites $(REPORTS)/suites \
+		-out $(REPORTS)/soaks/$$(basename $$(dirname $(SOAK))) $(SOAK) > /dev/null || true; fi
+	@$(GO) run ./reports/cmd/aether-gate -dir $(REPORTS) $(if $(SOAK),-require-soak)
 
 rigs:
 	$(GO) run ./rigs/cmd/aether-phase0

@@ -160,7 +160,9 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.writeRegistry(); err != nil {
 		return c, err
 	}
-	c.cni = newCNIRunner(c)
+	if c.cni, err = newCNIRunner(c); err != nil {
+		return c, err
+	}
 	for _, p := range c.pods {
 		if err := c.cni.add(ctx, p); err != nil {
 			return c, err
@@ -324,10 +326,10 @@ func (c *Cluster) Update(edit func(*registry.Scenario)) error {
 	if len(next.Pods) != len(c.pods) {
 		return fmt.Errorf("scenario update changes the pod list (%d -> %d pods); the rig cannot add or remove pods while up", len(c.pods), len(next.Pods))
 	}
-	for i, sp := range next.Pods {
-		p := c.pods[i]
-		if sp.Name != p.Name || orDefault(sp.Namespace, "default") != p.Namespace || sp.IP != p.IP.String() || sp.Netns != p.NS.Path {
-			return fmt.Errorf("scenario update changes pod %s (name, namespace, ip or netns); the rig cannot re-plumb a live pod", p.Key())
+	for _, sp := range next.Pods {
+		p := c.Pod(orDefault(sp.Namespace, "default"), sp.Name)
+		if p == nil || sp.Node != p.Node || sp.IP != p.IP.String() || sp.Netns != p.NS.Path {
+			return fmt.Errorf("scenario update changes pod %s/%s (name, node, ip or netns); the rig cannot re-plumb a live pod", orDefault(sp.Namespace, "default"), sp.Name)
 		}
 	}
 	if _, err := next.State(c.RegistryFile); err != nil {
@@ -436,6 +438,7 @@ func (c *Cluster) Close() error {
 				errs = append(errs, err)
 			}
 		}
+		c.cni.log.Close()
 	}
 	for _, p := range c.pods {
 		if p.NS != nil {

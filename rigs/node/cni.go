@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 )
 
 // NetworkName is the CNI network the rig attaches pods to.
@@ -19,10 +22,19 @@ const NetworkName = "aether-rig"
 type cniRunner struct {
 	c    *Cluster
 	conf *libcni.CNIConfig
+	log  *os.File
 }
 
-func newCNIRunner(c *Cluster) *cniRunner {
-	return &cniRunner{c: c, conf: libcni.NewCNIConfigWithCacheDir([]string{c.cfg.Bin.Dir}, filepath.Join(c.RunDir, "cni-cache"), nil)}
+func newCNIRunner(c *Cluster) (*cniRunner, error) {
+	// The plugins' stderr (their logs) goes to the run dir, not the test's
+	// output.
+	logPath := filepath.Join(c.RunDir, "logs", "cni.log")
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open CNI log %q: %w", logPath, err)
+	}
+	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: lf}, PluginDecoder: version.PluginDecoder{}}
+	return &cniRunner{c: c, log: lf, conf: libcni.NewCNIConfigWithCacheDir([]string{c.cfg.Bin.Dir}, filepath.Join(c.RunDir, "cni-cache"), exec)}, nil
 }
 
 // confList is the chain for one pod: ptp + static IPAM for the pod's

@@ -17,10 +17,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/netns"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
 // proc is a process the cluster started in one of its namespaces.
@@ -219,17 +222,16 @@ func (c *Cluster) startMesh(ctx context.Context) error {
 }
 
 // WaitProxyReady waits until node n's proxy reports, on its metrics
-// endpoint, a UDP and a TCP capture listener for every local pod of the
-// current scenario.
+// endpoint, every capture listener the agent's generator emits for the node
+// from the current scenario: the proxy is serving the agent's configuration,
+// not merely running.
 func (c *Cluster) WaitProxyReady(ctx context.Context, n *Node, timeout time.Duration) error {
-	var want []string
-	for _, p := range c.pods {
-		if p.Node == n.Name {
-			want = append(want, "udp-capture~"+p.Namespace+"~"+p.Name, "tcp-capture~"+p.Namespace+"~"+p.Name)
-		}
+	want, err := c.expectedListeners(n.Name)
+	if err != nil {
+		return err
 	}
 	var last string
-	err := poll(ctx, timeout, func() (bool, error) {
+	err = poll(ctx, timeout, func() (bool, error) {
 		if n.agent.exited() || n.proxy.exited() {
 			return false, c.Check()
 		}
@@ -239,7 +241,7 @@ func (c *Cluster) WaitProxyReady(ctx context.Context, n *Node, timeout time.Dura
 			return false, nil
 		}
 		for _, w := range want {
-			if !strings.Contains(body, `"`+w+`"`) {
+			if !strings.Contains(body, `listener="`+w+`"`) {
 				last = "no listener " + w + " in the proxy's metrics yet"
 				return false, nil
 			}
@@ -346,4 +348,25 @@ func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) er
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func (c *Cluster) expectedListeners(nodeName string) ([]string, error) {
+	c.mu.Lock()
+	sc := cloneScenario(c.scenario)
+	c.mu.Unlock()
+	st, err := sc.State(c.RegistryFile)
+	if err != nil {
+		return nil, err
+	}
+	st.DeriveEndpoints()
+	st.Sort()
+	out, err := agent.NewBuilder(nodeName, agent.CaptureMode(c.Mode)).Build(st, "rig")
+	if err != nil {
+		return nil, fmt.Errorf("failed to compute node %s's listeners: %w", nodeName, err)
+	}
+	var names []string
+	for _, l := range out.Resources[resource.ListenerType] {
+		names = append(names, cachev3.GetResourceName(l))
+	}
+	return names, nil
 }

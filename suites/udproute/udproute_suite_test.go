@@ -29,6 +29,10 @@ func TestUDPRoute(t *testing.T) {
 	RunSpecs(t, "udproute")
 }
 
+// envBin names a directory of prebuilt binaries (ptp, static, aether-cni,
+// aether-agent, aether-proxy, aether-node) to run instead of building them.
+const envBin = "AETHER_UDPROUTE_BIN"
+
 // scenario is the one file both capture modes run.
 const scenario = "../../fixtures/scenarios/udproute.yaml"
 
@@ -78,8 +82,11 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 			runRoot = filepath.Join(dir, "udproute-run")
 			Expect(os.RemoveAll(runRoot)).To(Succeed())
 		}
-		binDir := filepath.Join(runRoot, "bin")
-		Expect(node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node")).To(Succeed())
+		binDir := os.Getenv(envBin)
+		if binDir == "" {
+			binDir = filepath.Join(runRoot, "bin")
+			Expect(node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node")).To(Succeed())
+		}
 		r = &rig{bin: node.Binaries{Dir: binDir, Node: filepath.Join(binDir, "aether-node")}, runRoot: runRoot,
 			clusters: map[node.CaptureMode]*node.Cluster{}}
 

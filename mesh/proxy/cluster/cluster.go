@@ -149,11 +149,11 @@ func assignment(la *endpointv3.ClusterLoadAssignment, path string) (*Assignment,
 			if sa == nil {
 				return nil, fmt.Errorf("%s.endpoint.address.socket_address: missing", ep)
 			}
-			if sa.GetProtocol() != corev3.SocketAddress_TCP {
-				// The protocol field of an upstream address is ignored by
-				// Envoy's clusters except for being TCP by default; a UDP
-				// value here means the generator confused the two.
-				return nil, fmt.Errorf("%s.endpoint.address.socket_address.protocol: %s on an upstream endpoint", ep, sa.GetProtocol())
+			// Envoy resolves an upstream host by address and port alone; the
+			// protocol field is accepted either way (the agent marks udp:
+			// clusters' hosts UDP), so only a value outside the enum is wrong.
+			if _, ok := corev3.SocketAddress_Protocol_name[int32(sa.GetProtocol())]; !ok {
+				return nil, fmt.Errorf("%s.endpoint.address.socket_address.protocol: unknown value %d", ep, sa.GetProtocol())
 			}
 			ip, err := netip.ParseAddr(sa.GetAddress())
 			if err != nil {

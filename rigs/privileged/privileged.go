@@ -41,6 +41,10 @@ func Missing(caps ...Capability) string {
 	if err != nil {
 		return fmt.Sprintf("cannot read capabilities: %v", err)
 	}
+	return missingFrom(eff, os.Geteuid(), caps)
+}
+
+func missingFrom(eff uint64, euid int, caps []Capability) string {
 	var lack []string
 	for _, c := range caps {
 		if eff&(1<<c.Bit) == 0 {
@@ -50,7 +54,7 @@ func Missing(caps ...Capability) string {
 	if len(lack) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("needs %s (euid %d, effective capabilities %#x)", strings.Join(lack, " and "), os.Geteuid(), eff)
+	return fmt.Sprintf("needs %s (euid %d, effective capabilities %#x)", strings.Join(lack, " and "), euid, eff)
 }
 
 func effective() (uint64, error) {
@@ -73,12 +77,18 @@ func Require(t T, caps ...Capability) {
 	if len(caps) == 0 {
 		caps = []Capability{NetAdmin, SysAdmin}
 	}
-	reason := Missing(caps...)
+	decide(t, Missing(caps...), Required())
+}
+
+// decide skips or fails t for a non-empty reason.
+func decide(t T, reason string, required bool) {
+	t.Helper()
 	if reason == "" {
 		return
 	}
-	if Required() {
+	if required {
 		t.Fatalf("privileged test cannot run: %s; %s=1 makes this a failure", reason, EnvRequire)
+		return
 	}
 	t.Skipf("privileged test skipped: %s (set %s=1 to fail instead)", reason, EnvRequire)
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/aether-mesh/aether/mesh/agent/validate"
@@ -63,23 +64,78 @@ func BenchmarkSnapshotBuild(b *testing.B) {
 	}
 }
 
-// BenchmarkOneServiceChange rebuilds after one service's endpoints changed,
-// on a warm builder. Target: at most 5% of BenchmarkSnapshotBuild/services=10000.
-func BenchmarkOneServiceChange(b *testing.B) {
-	st := benchState(10000)
-	bld := NewBuilder("n1", CaptureTProxy)
-	if _, err := bld.Build(st, "v0"); err != nil {
-		b.Fatal(err)
-	}
-	k := st.Services[4321].Key()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		st.Endpoints[k][0].Weight = uint32(1 + i%2)
-		if _, err := bld.Build(st, "v1"); err != nil {
-			b.Fatal(err)
+// change is one real one-service edit of a benchState, made in place on
+// the registry State the way a source's next State differs from its last.
+// Applied twice it restores the state, so a benchmark can alternate.
+type change func(st *registry.State, i int)
+
+var changes = []struct {
+	kind string
+	do   change
+}{
+	// endpoint: a backend pod of service i appears (or goes).
+	{"endpoint", func(st *registry.State, i int) {
+		k := st.Services[i].Key()
+		eps := st.Endpoints[k]
+		if len(eps) == 2 {
+			st.Endpoints[k] = append(slices.Clip(eps), registry.Endpoint{Pod: k.Name + "-2",
+				IP: netip.AddrFrom4([4]byte{10, 247, byte(i >> 8), byte(i)}), Node: "n2", Ready: true, Weight: 1})
+		} else {
+			st.Endpoints[k] = eps[:2:2]
 		}
+	}},
+	// port: service i gains (or loses) a second UDP port; its cluster's
+	// application port does not move, its CLA and chain stay.
+	{"port", func(st *registry.State, i int) {
+		svc := &st.Services[i]
+		if len(svc.Ports) == 3 {
+			svc.Ports = append(slices.Clip(svc.Ports), registry.ServicePort{Name: "extra", Port: 9999, TargetPort: 9999, Protocol: registry.ProtocolUDP})
+		} else {
+			svc.Ports = svc.Ports[:3:3]
+		}
+	}},
+	// weight: the UDPRoute of service i changes its backend's weight.
+	{"route-weight", func(st *registry.State, i int) {
+		k := st.Services[i].Key()
+		for ri := range st.UDPRoutes {
+			if r := &st.UDPRoutes[ri]; r.Key() == k {
+				w := *r.Rules[0].BackendRefs[0].Weight%2 + 1
+				r.Rules[0].BackendRefs[0].Weight = &w
+				return
+			}
+		}
+		panic("service has no route: " + k.String())
+	}},
+}
+
+// changedService picks the service the n-th change edits: spread over the
+// mesh, always one with a UDP port and a UDPRoute.
+func changedService(n int) int { return (n * 7919) % 10000 / 5 * 5 }
+
+// BenchmarkOneServiceChange rebuilds after one service changed, on a warm
+// builder, the change moving across the mesh from one iteration to the
+// next. Target for kind=endpoint (the common change): at most 5% of
+// BenchmarkSnapshotBuild/services=10000 in the same run.
+func BenchmarkOneServiceChange(b *testing.B) {
+	for _, c := range changes {
+		b.Run("kind="+c.kind, func(b *testing.B) {
+			st := benchState(10000)
+			bld := NewBuilder("n1", CaptureTProxy)
+			if _, err := bld.Build(st, "v0"); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				// Each service is changed twice in a row (there and back),
+				// so every build sees a real edit.
+				c.do(st, changedService(n/2))
+				n++
+				if _, err := bld.Build(st, "v1"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

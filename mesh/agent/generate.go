@@ -1,9 +1,14 @@
 package agent
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	xdscore "github.com/cncf/xds/go/xds/core/v3"
@@ -55,6 +60,7 @@ const (
 	UDPProxyFilterName     = "envoy.filters.udp_listener.udp_proxy"
 	TCPProxyFilterName     = "envoy.filters.network.tcp_proxy"
 	DestinationIPInputName = "envoy.matching.inputs.destination_ip"
+	IPRangeMatcherName     = "envoy.matching.custom_matchers.ip_range_matcher"
 	UDPRouteActionName     = "route"
 
 	udpIdleTimeout = 60 * time.Second
@@ -80,93 +86,321 @@ type Output struct {
 	PodsWithoutNetns []registry.Key
 }
 
-// Builder generates a node's xDS resources. It keeps each service's
-// generated resources keyed by a fingerprint of its inputs, so a change to
-// one service regenerates that service only; everything per pod shares the
-// per-service pieces.
+// Builder generates a node's xDS resources incrementally. Every build
+// compares the new State with the inputs each cached piece was generated
+// from and regenerates only what a change touched: a service's clusters,
+// load assignments and TCP chain, the UDPRoutes that name the service, the
+// shared udp_proxy filter when an arm moved, and the per-pod listeners whose
+// filter changed. The snapshot's name index and delta version map are kept
+// between builds too, and copied only for the resource types that changed,
+// because the previous snapshot is still being served and must not change.
+//
+// A Builder is not safe for concurrent use. A failed Build leaves it cold,
+// so the next one starts from scratch.
 type Builder struct {
 	Node string
 	Mode CaptureMode
 
-	seed    maphash.Seed
-	entries map[registry.Key]*svcEntry
-	actions map[string]*matcher.Matcher_OnMatch
-	// The udp_proxy filter is one message over every arm; it is encoded
-	// again only when the arms or on_no_match change, not on an endpoint
-	// change.
-	udpFP     uint64
-	udpFilter *listener.ListenerFilter
+	seed maphash.Seed
+	warm bool
+	gen  uint64
+	deps registry.Deps
+	// services and routes are the last build's entries in key order.
+	services []*svcEntry
+	routes   []*routeEntry
+
+	// portSlab and readySlab back the entries' input copies; only ever
+	// appended to, so the entries' sub-slices stay valid.
+	portSlab    []registry.ServicePort
+	readySlab   []readyEndpoint
+	parentSlab  []registry.ParentRef
+	ruleSlab    []registry.UDPRouteRule
+	backendSlab []registry.BackendRef
+	weightSlab  []int32
+	// slabFloor is the slabs' size after the last full build; past twice
+	// that, changed services have left enough dead copies behind that the
+	// next build starts over (an amortised compaction).
+	slabFloor int
+
+	spareServices []*svcEntry
+	spareRoutes   []*routeEntry
+	byService     map[registry.Key]map[registry.Key]bool
+	sel           *selector
+	selection     UDPSelection
+	actions       map[string]*matcher.Matcher_OnMatch
+	pods          map[registry.Key]*podEntry
+
+	// The udp_proxy filter is one message over every arm, shared by every
+	// pod's UDP listener; it is encoded again only when the arms or
+	// on_no_match change, not on an endpoint change.
+	udpFP      uint64
+	udpFilter  *listener.ListenerFilter
+	udpArms    []UDPArm
+	udpNoMatch string
+	// chains is every TCP service's filter chain in service order, shared
+	// by every pod's TCP listener.
+	chains     []*listener.FilterChain
+	chainsFP   uint64
+	scratch    []*listener.FilterChain
+	scratchFPs []uint64
+
+	idx [numTypes]typeIndex
 }
 
+// The resource types the agent emits, as indexes into Builder.idx.
+const (
+	clusterIdx = iota
+	endpointIdx
+	listenerIdx
+	numTypes
+)
+
+var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType}
+
+// typeIndex is one type's name index and version map: the working copy the
+// builds edit, and the frozen copy the last snapshot holds.
+type typeIndex struct {
+	items    map[string]types.ResourceWithTTL
+	versions map[string]string
+	changed  bool
+
+	frozenItems    map[string]types.ResourceWithTTL
+	frozenVersions map[string]string
+}
+
+func (t *typeIndex) set(name string, r types.Resource, version string) {
+	t.items[name] = types.ResourceWithTTL{Resource: r}
+	t.versions[name] = version
+	t.changed = true
+}
+
+func (t *typeIndex) del(name string) {
+	if _, ok := t.items[name]; ok {
+		delete(t.items, name)
+		delete(t.versions, name)
+		t.changed = true
+	}
+}
+
+func (t *typeIndex) freeze() {
+	if t.changed || t.frozenItems == nil {
+		t.frozenItems, t.frozenVersions = maps.Clone(t.items), maps.Clone(t.versions)
+		t.changed = false
+	}
+}
+
+// svcEntry is one service's generated pieces and the inputs they were
+// generated from (copied: sources may reuse their slices).
 type svcEntry struct {
-	fp       uint64
-	udp, tcp *svcClusters
-	tcpChain *listener.FilterChain
+	key       registry.Key
+	clusterIP netip.Addr
+	ports     []registry.ServicePort
+	ready     []readyEndpoint
+	udp, tcp  *svcClusters
+	tcpChain  *listener.FilterChain
+	chainFP   uint64
+}
+
+// readyEndpoint is what a load assignment reads of an endpoint.
+type readyEndpoint struct {
+	ip     netip.Addr
+	weight uint32
 }
 
 type svcClusters struct {
 	cluster *cluster.Cluster
 	cla     *endpoint.ClusterLoadAssignment
+	claFP   uint64
+}
+
+type routeEntry struct {
+	key  registry.Key
+	spec registry.UDPRoute
+	eval *routeEval
+}
+
+type podEntry struct {
+	seen         uint64
+	udp, tcp     *listener.Listener
+	udpFP, tcpFP uint64
 }
 
 // NewBuilder returns a builder for node in mode.
 func NewBuilder(node string, mode CaptureMode) *Builder {
-	return &Builder{Node: node, Mode: mode, seed: maphash.MakeSeed(),
-		entries: map[registry.Key]*svcEntry{}, actions: map[string]*matcher.Matcher_OnMatch{}}
+	b := &Builder{Node: node, Mode: mode, seed: maphash.MakeSeed()}
+	b.reset()
+	return b
 }
 
-func (b *Builder) fingerprint(st *registry.State, svc *registry.Service) uint64 {
-	var h maphash.Hash
-	h.SetSeed(b.seed)
-	h.WriteString(svc.Namespace)
-	h.WriteByte(0)
-	h.WriteString(svc.Name)
-	h.WriteByte(0)
-	ip := svc.ClusterIP.As16()
-	h.Write(ip[:])
-	for _, p := range svc.Ports {
-		h.WriteString(p.Name)
-		h.WriteString(string(p.Protocol))
-		h.Write([]byte{byte(p.Port >> 8), byte(p.Port), byte(p.TargetPort >> 8), byte(p.TargetPort), 0})
+// reset drops every cached piece: the next build is a full one.
+func (b *Builder) reset() {
+	b.warm = false
+	b.services, b.routes = nil, nil
+	b.portSlab, b.readySlab, b.parentSlab, b.ruleSlab, b.backendSlab, b.weightSlab = nil, nil, nil, nil, nil, nil
+	b.byService = map[registry.Key]map[registry.Key]bool{}
+	b.sel = newSelector()
+	b.selection = UDPSelection{}
+	b.actions = map[string]*matcher.Matcher_OnMatch{}
+	b.pods = map[registry.Key]*podEntry{}
+	b.udpFP, b.udpFilter, b.udpArms, b.udpNoMatch = 0, nil, nil, ""
+	b.chains, b.chainsFP = nil, 0
+	for i := range b.idx {
+		b.idx[i] = typeIndex{items: map[string]types.ResourceWithTTL{}, versions: map[string]string{}, changed: true}
 	}
-	for _, ep := range st.Endpoints[svc.Key()] {
-		if !ep.Ready {
+}
+
+// hasher is the builder's fingerprint: per process (the seed is random), so
+// the versions derived from it are too. A restarted agent therefore resends
+// every resource to a proxy that resumes with initial_resource_versions,
+// which is safe; a version that outlived the code that generated it would
+// not be.
+type hasher struct{ maphash.Hash }
+
+func (b *Builder) hasher(tag string) (h hasher) {
+	h.SetSeed(b.seed)
+	h.WriteString(tag)
+	h.WriteByte(0)
+	return h
+}
+
+func (h *hasher) str(s string) *hasher { h.WriteString(s); h.WriteByte(0); return h }
+
+func (h *hasher) addr(a netip.Addr) *hasher {
+	b := a.As16()
+	h.Write(b[:])
+	return h
+}
+
+func (h *hasher) u64(v uint64) *hasher {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	h.Write(b[:])
+	return h
+}
+
+// listenerFP is a capture listener's inputs: its name, its pod's netns and
+// the shared filter (or chains) it carries.
+func (b *Builder) listenerFP(tag, name, netns string, filter uint64) uint64 {
+	h := b.hasher(tag)
+	return h.str(name).str(netns).u64(filter).Sum64()
+}
+
+func version(fp uint64) string { return strconv.FormatUint(fp, 16) }
+
+// same reports whether svc and its endpoints are the inputs e was
+// generated from.
+func (e *svcEntry) same(svc *registry.Service, eps []registry.Endpoint) bool {
+	if e.clusterIP != svc.ClusterIP || !slices.Equal(e.ports, svc.Ports) {
+		return false
+	}
+	n := 0
+	for i := range eps {
+		if !eps[i].Ready {
 			continue
 		}
-		a := ep.IP.As16()
-		h.Write(a[:])
-		h.Write([]byte{byte(ep.Weight >> 24), byte(ep.Weight >> 16), byte(ep.Weight >> 8), byte(ep.Weight)})
+		if n >= len(e.ready) || e.ready[n].ip != eps[i].IP || e.ready[n].weight != eps[i].Weight {
+			return false
+		}
+		n++
 	}
-	return h.Sum64()
+	return n == len(e.ready)
 }
 
 // Build generates the node's resources from st and wraps them in a
-// snapshot with the given version.
-func (b *Builder) Build(st *registry.State, version string) (*Output, error) {
-	deps := st.DependencySet(b.Node)
-	out := &Output{Resources: map[resource.Type][]types.Resource{}}
-	out.Selection = SelectUDPRoutes(st, deps)
+// snapshot with the given version. The result is the same as a fresh
+// builder's (TestIncrementalBuildEqualsFromScratch).
+func (b *Builder) Build(st *registry.State, version string) (out *Output, err error) {
+	defer func() {
+		if err != nil {
+			b.reset()
+		}
+	}()
+	deps := st.Dependencies(b.Node)
+	if b.warm && b.slabSize() > 2*b.slabFloor+1024 {
+		b.reset()
+	}
+	if b.warm && !deps.Equal(b.deps) {
+		// Which services exist for the node changed wholesale; a full
+		// build is simpler than tracking it.
+		b.reset()
+	}
+	full := !b.warm
+	if full {
+		b.portSlab = make([]registry.ServicePort, 0, 4*len(st.Services))
+		b.readySlab = make([]readyEndpoint, 0, 3*len(st.Services))
+		n := len(st.UDPRoutes) + len(st.UDPRoutes)/4
+		b.parentSlab, b.ruleSlab = make([]registry.ParentRef, 0, n), make([]registry.UDPRouteRule, 0, n)
+		b.backendSlab, b.weightSlab = make([]registry.BackendRef, 0, n), make([]int32, 0, n)
+		for i := range b.idx {
+			hint := 2*len(st.Services) + 1
+			if i == listenerIdx {
+				hint = 2 * len(st.Pods)
+			}
+			b.idx[i].items, b.idx[i].versions = make(map[string]types.ResourceWithTTL, hint), make(map[string]string, hint)
+		}
+	}
+	b.deps = deps
+	b.gen++
+	out = &Output{Resources: map[resource.Type][]types.Resource{}}
 
-	clusters := []types.Resource{blackhole()}
-	clas := []types.Resource{}
-	var tcpChains []*listener.FilterChain
-	seen := make(map[registry.Key]bool, len(deps))
+	n := len(b.services)
+	clusters := make([]types.Resource, 1, n+n/2+1)
+	clusters[0] = blackhole()
+	if full {
+		b.idx[clusterIdx].set(BlackholeCluster, clusters[0], "static")
+	}
+	clas := make([]types.Resource, 0, n+n/2)
+	chains, chainFPs := b.scratch[:0], b.scratchFPs[:0]
+	chainsChanged := full
+	var changedSvcs []registry.Key
+	// The previous build's entries and the State are both in key order, so
+	// one walk over the two pairs them up without a map probe per service.
+	// prev and the new order swap buffers: nothing outside the builder
+	// holds either.
+	prev := b.services
+	b.services = b.spareServices[:0]
+	defer func() { b.spareServices = clear0(prev) }()
+	j := 0
 	for i := range st.Services {
 		svc := &st.Services[i]
 		k := svc.Key()
-		if !deps[k] {
+		if i > 0 && cmpKey(st.Services[i-1].Key(), k) >= 0 {
+			return nil, fmt.Errorf("registry state for node %q: services are not in key order at %s (sources must call State.Sort)", b.Node, k)
+		}
+		var e *svcEntry
+		for ; j < len(prev); j++ {
+			c := cmpKey(prev[j].key, k)
+			if c == 0 {
+				e = prev[j]
+				j++
+				break
+			}
+			if c > 0 {
+				break
+			}
+			chainsChanged = b.dropService(prev[j]) || chainsChanged
+			changedSvcs = append(changedSvcs, prev[j].key)
+		}
+		if !deps.Has(k) {
+			if e != nil {
+				chainsChanged = b.dropService(e) || chainsChanged
+				changedSvcs = append(changedSvcs, k)
+			}
 			continue
 		}
-		seen[k] = true
-		fp := b.fingerprint(st, svc)
-		e := b.entries[k]
-		if e == nil || e.fp != fp {
-			var err error
-			if e, err = b.generateService(st, svc, fp); err != nil {
+		eps := st.Endpoints[k]
+		if e == nil || !e.same(svc, eps) {
+			ne, err := b.generateService(svc, eps, e)
+			if err != nil {
 				return nil, err
 			}
-			b.entries[k] = e
+			if e == nil || ne.chainFP != e.chainFP {
+				chainsChanged = true
+			}
+			changedSvcs = append(changedSvcs, k)
+			e = ne
 		}
+		b.services = append(b.services, e)
 		for _, c := range []*svcClusters{e.udp, e.tcp} {
 			if c != nil {
 				clusters = append(clusters, c.cluster)
@@ -174,54 +408,251 @@ func (b *Builder) Build(st *registry.State, version string) (*Output, error) {
 			}
 		}
 		if e.tcpChain != nil {
-			tcpChains = append(tcpChains, e.tcpChain)
+			chains = append(chains, e.tcpChain)
+			chainFPs = append(chainFPs, e.chainFP)
 		}
 	}
-	if len(b.entries) > len(seen) {
-		for k := range b.entries {
-			if !seen[k] {
-				delete(b.entries, k)
-			}
+	for ; j < len(prev); j++ {
+		chainsChanged = b.dropService(prev[j]) || chainsChanged
+		changedSvcs = append(changedSvcs, prev[j].key)
+	}
+	b.scratch, b.scratchFPs = chains, chainFPs
+	if chainsChanged {
+		b.chains = slices.Clone(chains)
+		h := b.hasher("chains")
+		for _, fp := range chainFPs {
+			h.u64(fp)
 		}
+		b.chainsFP = h.Sum64()
 	}
 
+	if out.Selection, err = b.selectRoutes(st, deps, changedSvcs, full); err != nil {
+		return nil, err
+	}
 	udpFilter, err := b.udpProxyFilter(out.Selection)
 	if err != nil {
 		return nil, err
 	}
-	var listeners []types.Resource
-	for _, p := range st.LocalPods(b.Node) {
-		if p.NetnsPath == "" {
-			out.PodsWithoutNetns = append(out.PodsWithoutNetns, p.Key())
-			continue
-		}
-		if udpFilter != nil {
-			listeners = append(listeners, &listener.Listener{
-				Name:            UDPCaptureListenerName(&p),
-				Address:         captureAddress(core.SocketAddress_UDP, p.NetnsPath),
-				Transparent:     wrapperspb.Bool(true),
-				ListenerFilters: []*listener.ListenerFilter{udpFilter},
-			})
-		}
-		if len(tcpChains) > 0 {
-			listeners = append(listeners, &listener.Listener{
-				Name:         TCPCaptureListenerName(&p),
-				Address:      captureAddress(core.SocketAddress_TCP, p.NetnsPath),
-				Transparent:  wrapperspb.Bool(true),
-				FilterChains: tcpChains,
-			})
-		}
+	listeners, err := b.podListeners(st, udpFilter, out)
+	if err != nil {
+		return nil, err
 	}
 
 	out.Resources[resource.ClusterType] = clusters
 	out.Resources[resource.EndpointType] = clas
 	out.Resources[resource.ListenerType] = listeners
-	snap, err := cache.NewSnapshot(version, out.Resources)
-	if err != nil {
-		return nil, fmt.Errorf("failed to assemble snapshot %s for node %q: %w", version, b.Node, err)
+	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, numTypes)}
+	for i := range b.idx {
+		t := &b.idx[i]
+		t.freeze()
+		snap.Resources[cache.GetResponseType(typeURLs[i])] = cache.Resources{Version: version, Items: t.frozenItems}
+		snap.VersionMap[typeURLs[i]] = t.frozenVersions
 	}
 	out.Snapshot = snap
+	if full {
+		b.slabFloor = b.slabSize()
+	}
+	b.warm = true
 	return out, nil
+}
+
+// selectRoutes re-evaluates the routes that changed and those naming a
+// changed service, and lets the selector settle the ClusterIPs they claim.
+func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSvcs []registry.Key, full bool) (UDPSelection, error) {
+	var stale map[registry.Key]bool
+	for _, k := range changedSvcs {
+		for rk := range b.byService[k] {
+			if stale == nil {
+				stale = map[registry.Key]bool{}
+			}
+			stale[rk] = true
+		}
+	}
+	prev := b.routes
+	b.routes = b.spareRoutes[:0]
+	defer func() { b.spareRoutes = clear0(prev) }()
+	drop := func(re *routeEntry) {
+		b.unindex(re.key, re.eval)
+		b.sel.set(re.key, nil)
+	}
+	j := 0
+	for ri := range st.UDPRoutes {
+		r := &st.UDPRoutes[ri]
+		rk := r.Key()
+		var re *routeEntry
+		for ; j < len(prev); j++ {
+			c := cmpKey(prev[j].key, rk)
+			if c == 0 {
+				re = prev[j]
+				j++
+				break
+			}
+			if c > 0 {
+				break
+			}
+			drop(prev[j])
+		}
+		if re == nil || stale[rk] || !sameRoute(&re.spec, r) {
+			ev := evalRoute(st, deps, r)
+			if re != nil {
+				b.unindex(rk, re.eval)
+			}
+			re = &routeEntry{key: rk, spec: b.cloneRoute(r), eval: ev}
+			for _, k := range ev.refs {
+				if b.byService[k] == nil {
+					b.byService[k] = map[registry.Key]bool{}
+				}
+				b.byService[k][rk] = true
+			}
+			b.sel.set(rk, ev)
+		}
+		if n := len(b.routes); n > 0 && cmpKey(b.routes[n-1].key, rk) >= 0 {
+			return UDPSelection{}, fmt.Errorf("registry state for node %q: UDPRoutes are not in key order at %s (sources must call State.Sort)", b.Node, rk)
+		}
+		b.routes = append(b.routes, re)
+	}
+	for ; j < len(prev); j++ {
+		drop(prev[j])
+	}
+	b.selection, _ = b.sel.selection(b.selection, full)
+	return b.selection, nil
+}
+
+func (b *Builder) unindex(rk registry.Key, ev *routeEval) {
+	for _, k := range ev.refs {
+		delete(b.byService[k], rk)
+		if len(b.byService[k]) == 0 {
+			delete(b.byService, k)
+		}
+	}
+}
+
+func (b *Builder) slabSize() int {
+	return len(b.portSlab) + len(b.readySlab) + len(b.parentSlab) + len(b.ruleSlab) + len(b.backendSlab) + len(b.weightSlab)
+}
+
+// clear0 empties s for reuse, dropping its pointers for the collector.
+func clear0[T any](s []*T) []*T {
+	clear(s)
+	return s[:0]
+}
+
+func sameRoute(a, b *registry.UDPRoute) bool {
+	if a.Name != b.Name || a.Namespace != b.Namespace || !slices.Equal(a.ParentRefs, b.ParentRefs) || len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		ra, rb := &a.Rules[i], &b.Rules[i]
+		if ra.Name != rb.Name || len(ra.BackendRefs) != len(rb.BackendRefs) {
+			return false
+		}
+		for j := range ra.BackendRefs {
+			x, y := ra.BackendRefs[j], rb.BackendRefs[j]
+			if (x.Weight == nil) != (y.Weight == nil) || x.Weight != nil && *x.Weight != *y.Weight {
+				return false
+			}
+			x.Weight, y.Weight = nil, nil
+			if x != y {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// cloneRoute copies r into the route slabs (see portSlab).
+func (b *Builder) cloneRoute(r *registry.UDPRoute) registry.UDPRoute {
+	c := *r
+	start := len(b.parentSlab)
+	b.parentSlab = append(b.parentSlab, r.ParentRefs...)
+	c.ParentRefs = b.parentSlab[start:len(b.parentSlab):len(b.parentSlab)]
+	start = len(b.ruleSlab)
+	b.ruleSlab = append(b.ruleSlab, r.Rules...)
+	c.Rules = b.ruleSlab[start:len(b.ruleSlab):len(b.ruleSlab)]
+	for i, rule := range r.Rules {
+		start := len(b.backendSlab)
+		b.backendSlab = append(b.backendSlab, rule.BackendRefs...)
+		brs := b.backendSlab[start:len(b.backendSlab):len(b.backendSlab)]
+		for j, br := range rule.BackendRefs {
+			if br.Weight != nil {
+				b.weightSlab = append(b.weightSlab, *br.Weight)
+				brs[j].Weight = &b.weightSlab[len(b.weightSlab)-1]
+			}
+		}
+		c.Rules[i].BackendRefs = brs
+	}
+	return c
+}
+
+// podListeners returns every local pod's capture listeners, building anew
+// only those whose netns path or shared filter changed.
+func (b *Builder) podListeners(st *registry.State, udpFilter *listener.ListenerFilter, out *Output) ([]types.Resource, error) {
+	li := &b.idx[listenerIdx]
+	var listeners []types.Resource
+	seen := 0
+	for i := range st.Pods {
+		p := &st.Pods[i]
+		if p.Node != b.Node {
+			continue
+		}
+		if p.NetnsPath == "" {
+			out.PodsWithoutNetns = append(out.PodsWithoutNetns, p.Key())
+			continue
+		}
+		pk := p.Key()
+		pe := b.pods[pk]
+		if pe == nil {
+			pe = &podEntry{}
+			b.pods[pk] = pe
+		}
+		pe.seen = b.gen
+		seen++
+		uname, tname := UDPCaptureListenerName(p), TCPCaptureListenerName(p)
+		if udpFilter == nil {
+			pe.udp, pe.udpFP = nil, 0
+			li.del(uname)
+		} else if fp := b.listenerFP("udp-listener", uname, p.NetnsPath, b.udpFP); pe.udp == nil || pe.udpFP != fp {
+			pe.udp, pe.udpFP = &listener.Listener{
+				Name:            uname,
+				Address:         captureAddress(core.SocketAddress_UDP, p.NetnsPath),
+				Transparent:     wrapperspb.Bool(true),
+				ListenerFilters: []*listener.ListenerFilter{udpFilter},
+			}, fp
+			li.set(uname, pe.udp, version(fp))
+		}
+		if len(b.chains) == 0 {
+			pe.tcp, pe.tcpFP = nil, 0
+			li.del(tname)
+		} else if fp := b.listenerFP("tcp-listener", tname, p.NetnsPath, b.chainsFP); pe.tcp == nil || pe.tcpFP != fp {
+			pe.tcp, pe.tcpFP = &listener.Listener{
+				Name:         tname,
+				Address:      captureAddress(core.SocketAddress_TCP, p.NetnsPath),
+				Transparent:  wrapperspb.Bool(true),
+				FilterChains: b.chains,
+			}, fp
+			li.set(tname, pe.tcp, version(fp))
+		}
+		if pe.udp != nil {
+			listeners = append(listeners, pe.udp)
+		}
+		if pe.tcp != nil {
+			listeners = append(listeners, pe.tcp)
+		}
+	}
+	if len(b.pods) > seen {
+		for pk, pe := range b.pods {
+			if pe.seen != b.gen {
+				if pe.udp != nil {
+					li.del(pe.udp.GetName())
+				}
+				if pe.tcp != nil {
+					li.del(pe.tcp.GetName())
+				}
+				delete(b.pods, pk)
+			}
+		}
+	}
+	return listeners, nil
 }
 
 func captureAddress(proto core.SocketAddress_Protocol, netns string) *core.Address {
@@ -242,43 +673,115 @@ func blackhole() *cluster.Cluster {
 	}
 }
 
-func (b *Builder) generateService(st *registry.State, svc *registry.Service, fp uint64) (*svcEntry, error) {
+// generateService builds svc's pieces, reusing old's where their inputs
+// are unchanged, and records them in the name index.
+func (b *Builder) generateService(svc *registry.Service, eps []registry.Endpoint, old *svcEntry) (*svcEntry, error) {
 	k := svc.Key()
-	e := &svcEntry{fp: fp}
-	ready := st.ReadyEndpoints(k)
+	// The copies are carved from slabs so that the next build's comparison
+	// walks memory in service order instead of chasing one small
+	// allocation per service.
+	start := len(b.portSlab)
+	b.portSlab = append(b.portSlab, svc.Ports...)
+	e := &svcEntry{key: k, clusterIP: svc.ClusterIP, ports: b.portSlab[start:len(b.portSlab):len(b.portSlab)]}
+	start = len(b.readySlab)
+	for i := range eps {
+		if eps[i].Ready {
+			b.readySlab = append(b.readySlab, readyEndpoint{ip: eps[i].IP, weight: eps[i].Weight})
+		}
+	}
+	e.ready = b.readySlab[start:len(b.readySlab):len(b.readySlab)]
+	var prevUDP, prevTCP *svcClusters
+	if old != nil {
+		prevUDP, prevTCP = old.udp, old.tcp
+	}
 	if sp, ok := svc.FirstPort(registry.ProtocolUDP); ok {
-		e.udp = edsCluster(UDPClusterName(k), core.SocketAddress_UDP, sp.TargetPort, ready)
+		e.udp = b.clusters(UDPClusterName(k), core.SocketAddress_UDP, sp.TargetPort, e.ready, prevUDP)
+	} else if prevUDP != nil {
+		b.dropClusters(prevUDP)
 	}
 	if sp, ok := svc.FirstPort(registry.ProtocolTCP); ok {
 		name := TCPClusterName(k)
-		e.tcp = edsCluster(name, core.SocketAddress_TCP, sp.TargetPort, ready)
-		tp, err := anypb.New(&tcpproxy.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: name}})
-		if err != nil {
-			return nil, fmt.Errorf("failed to encode tcp_proxy for service %s: %w", k, err)
+		e.tcp = b.clusters(name, core.SocketAddress_TCP, sp.TargetPort, e.ready, prevTCP)
+		h := b.hasher("chain")
+		e.chainFP = h.str(name).addr(svc.ClusterIP).Sum64()
+		if old != nil && old.tcpChain != nil && old.chainFP == e.chainFP {
+			e.tcpChain = old.tcpChain
+		} else {
+			chain, err := tcpChain(name, svc.ClusterIP)
+			if err != nil {
+				return nil, fmt.Errorf("failed to generate the TCP chain of service %s: %w", k, err)
+			}
+			e.tcpChain = chain
 		}
-		bits := uint32(32)
-		if svc.ClusterIP.Is6() {
-			bits = 128
-		}
-		e.tcpChain = &listener.FilterChain{
-			Name: name,
-			// Under mark-and-divert the accepted socket's local address is
-			// the original destination, so the ClusterIP selects the chain
-			// without original_dst.
-			FilterChainMatch: &listener.FilterChainMatch{PrefixRanges: []*core.CidrRange{{
-				AddressPrefix: svc.ClusterIP.String(), PrefixLen: wrapperspb.UInt32(bits)}}},
-			Filters: []*listener.Filter{{Name: TCPProxyFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: tp}}},
-		}
+	} else if prevTCP != nil {
+		b.dropClusters(prevTCP)
 	}
 	return e, nil
 }
 
-// edsCluster is a service's cluster and its load assignment. The load
-// assignment carries the application port (UDPLoadAssignment for udp:
-// clusters): the client dialled the mesh spelling, the backend listens on
-// targetPort.
-func edsCluster(name string, proto core.SocketAddress_Protocol, port uint16, ready []registry.Endpoint) *svcClusters {
-	c := &cluster.Cluster{
+// dropService removes a service's pieces from the name index and reports
+// whether it had a TCP chain.
+func (b *Builder) dropService(e *svcEntry) bool {
+	for _, c := range []*svcClusters{e.udp, e.tcp} {
+		if c != nil {
+			b.dropClusters(c)
+		}
+	}
+	return e.tcpChain != nil
+}
+
+func (b *Builder) dropClusters(c *svcClusters) {
+	b.idx[clusterIdx].del(c.cluster.GetName())
+	b.idx[endpointIdx].del(c.cla.GetClusterName())
+}
+
+// clusters returns a service's cluster and load assignment for one
+// transport. The cluster depends on its name only, so it is kept (and its
+// version with it: Envoy re-warms a cluster whose CDS entry changes); the
+// load assignment is rebuilt when its port or endpoints moved.
+func (b *Builder) clusters(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, prev *svcClusters) *svcClusters {
+	h := b.hasher("cla")
+	h.str(name).u64(uint64(proto)<<16 | uint64(port))
+	for _, ep := range ready {
+		h.addr(ep.ip).u64(uint64(ep.weight))
+	}
+	fp := h.Sum64()
+	c := &svcClusters{claFP: fp}
+	if prev != nil && prev.cluster.GetName() == name {
+		c.cluster = prev.cluster
+	} else {
+		c.cluster = edsCluster(name)
+		hc := b.hasher("cluster")
+		b.idx[clusterIdx].set(name, c.cluster, version(hc.str(name).Sum64()))
+	}
+	if prev != nil && prev.claFP == fp {
+		c.cla = prev.cla
+	} else {
+		c.cla = loadAssignment(name, proto, port, ready)
+		b.idx[endpointIdx].set(name, c.cla, version(fp))
+	}
+	return c
+}
+
+func tcpChain(name string, ip netip.Addr) (*listener.FilterChain, error) {
+	tp, err := anypb.New(&tcpproxy.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: name}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode tcp_proxy to %q: %w", name, err)
+	}
+	return &listener.FilterChain{
+		Name: name,
+		// Under mark-and-divert the accepted socket's local address is
+		// the original destination, so the ClusterIP selects the chain
+		// without original_dst.
+		FilterChainMatch: &listener.FilterChainMatch{PrefixRanges: []*core.CidrRange{{
+			AddressPrefix: ip.String(), PrefixLen: wrapperspb.UInt32(uint32(ip.BitLen()))}}},
+		Filters: []*listener.Filter{{Name: TCPProxyFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: tp}}},
+	}, nil
+}
+
+// edsCluster is a service's cluster: EDS over ADS, named for itself.
+func edsCluster(name string) *cluster.Cluster {
+	return &cluster.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
 		ConnectTimeout:       durationpb.New(5 * time.Second),
@@ -290,6 +793,12 @@ func edsCluster(name string, proto core.SocketAddress_Protocol, port uint16, rea
 			},
 		},
 	}
+}
+
+// loadAssignment carries the application port (UDPLoadAssignment for udp:
+// clusters): the client dialled the mesh spelling, the backend listens on
+// targetPort.
+func loadAssignment(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	if len(ready) > 0 {
 		lbs := make([]*endpoint.LbEndpoint, 0, len(ready))
@@ -297,14 +806,14 @@ func edsCluster(name string, proto core.SocketAddress_Protocol, port uint16, rea
 			lbs = append(lbs, &endpoint.LbEndpoint{
 				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
 					Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
-						Protocol: proto, Address: ep.IP.String(), PortSpecifier: &core.SocketAddress_PortValue{PortValue: uint32(port)}}}},
+						Protocol: proto, Address: ep.ip.String(), PortSpecifier: &core.SocketAddress_PortValue{PortValue: uint32(port)}}}},
 				}},
-				LoadBalancingWeight: wrapperspb.UInt32(ep.Weight),
+				LoadBalancingWeight: wrapperspb.UInt32(ep.weight),
 			})
 		}
 		cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}
 	}
-	return &svcClusters{cluster: c, cla: cla}
+	return cla
 }
 
 func (b *Builder) routeAction(clusterName string) (*matcher.Matcher_OnMatch, error) {
@@ -330,58 +839,159 @@ var destinationIPInput = func() *anypb.Any {
 }()
 
 // udpProxyFilter is the listener filter every pod's UDP capture listener
-// shares: one exact-match arm per ClusterIP. It is nil when there is nothing
-// to route, so pods get no UDP listener rather than one that only drops.
+// shares. It is nil when there is nothing to route, so pods get no UDP
+// listener rather than one that only drops.
+//
+// The arms are an exact_match_map keyed by ClusterIP, unless the ClusterIPs
+// routed to one cluster fill a CIDR block of two or more addresses: then
+// the whole tree is a custom_match ip_range_matcher with that block and a
+// /32 (/128) for every other ClusterIP. Both forms route every destination
+// alike, the blocks hold only the arms' own addresses; the range form is
+// what a service range behind one backend reads as, and one arm for it
+// instead of one per address.
 func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, error) {
 	if len(sel.Arms) == 0 {
+		b.udpFP, b.udpFilter, b.udpArms = 0, nil, nil
 		return nil, nil
-	}
-	m := make(map[string]*matcher.Matcher_OnMatch, len(sel.Arms))
-	for _, a := range sel.Arms {
-		act, err := b.routeAction(a.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		m[a.ClusterIP.String()] = act
 	}
 	noMatch := BlackholeCluster
 	if b.Mode == CaptureRedirect && sel.Fallback != nil {
 		noMatch = sel.Fallback.Cluster
 	}
-	var h maphash.Hash
-	h.SetSeed(b.seed)
-	h.WriteString(noMatch)
-	for _, a := range sel.Arms {
-		ip := a.ClusterIP.As16()
-		h.Write(ip[:])
-		h.WriteString(a.Cluster)
-	}
-	if fp := h.Sum64(); b.udpFilter != nil && fp == b.udpFP {
+	if b.udpFilter != nil && noMatch == b.udpNoMatch && len(sel.Arms) == len(b.udpArms) && &sel.Arms[0] == &b.udpArms[0] {
+		// The selector hands back the very same slice when no arm moved.
 		return b.udpFilter, nil
-	} else {
-		b.udpFP = fp
+	}
+	b.udpArms, b.udpNoMatch = sel.Arms, noMatch
+	h := b.hasher("udp-filter")
+	h.str(noMatch)
+	for _, a := range sel.Arms {
+		h.addr(a.ClusterIP).str(a.Cluster)
+	}
+	fp := h.Sum64()
+	if b.udpFilter != nil && fp == b.udpFP {
+		return b.udpFilter, nil
 	}
 	onNoMatch, err := b.routeAction(noMatch)
 	if err != nil {
 		return nil, err
 	}
+	input := &xdscore.TypedExtensionConfig{Name: DestinationIPInputName, TypedConfig: destinationIPInput}
+	tree := &matcher.Matcher_MatcherTree{Input: input}
+	if ranges, ok := armRanges(sel.Arms); ok {
+		ipm := &matcher.IPMatcher{}
+		for _, r := range ranges {
+			act, err := b.routeAction(r.cluster)
+			if err != nil {
+				return nil, err
+			}
+			rm := &matcher.IPMatcher_IPRangeMatcher{OnMatch: act}
+			for _, p := range r.prefixes {
+				rm.Ranges = append(rm.Ranges, &xdscore.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))})
+			}
+			ipm.RangeMatchers = append(ipm.RangeMatchers, rm)
+		}
+		tc, err := anypb.New(ipm)
+		if err != nil {
+			return nil, fmt.Errorf("failed to encode the ip_range_matcher of the udp_proxy filter: %w", err)
+		}
+		tree.TreeType = &matcher.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscore.TypedExtensionConfig{Name: IPRangeMatcherName, TypedConfig: tc}}
+	} else {
+		m := make(map[string]*matcher.Matcher_OnMatch, len(sel.Arms))
+		for _, a := range sel.Arms {
+			act, err := b.routeAction(a.Cluster)
+			if err != nil {
+				return nil, err
+			}
+			m[a.ClusterIP.String()] = act
+		}
+		tree.TreeType = &matcher.Matcher_MatcherTree_ExactMatchMap{ExactMatchMap: &matcher.Matcher_MatcherTree_MatchMap{Map: m}}
+	}
 	cfg := &udpproxy.UdpProxyConfig{
 		StatPrefix:  "udp_capture",
 		IdleTimeout: durationpb.New(udpIdleTimeout),
 		RouteSpecifier: &udpproxy.UdpProxyConfig_Matcher{Matcher: &matcher.Matcher{
-			MatcherType: &matcher.Matcher_MatcherTree_{MatcherTree: &matcher.Matcher_MatcherTree{
-				Input:    &xdscore.TypedExtensionConfig{Name: DestinationIPInputName, TypedConfig: destinationIPInput},
-				TreeType: &matcher.Matcher_MatcherTree_ExactMatchMap{ExactMatchMap: &matcher.Matcher_MatcherTree_MatchMap{Map: m}},
-			}},
-			OnNoMatch: onNoMatch,
+			MatcherType: &matcher.Matcher_MatcherTree_{MatcherTree: tree},
+			OnNoMatch:   onNoMatch,
 		}},
 	}
 	tc, err := anypb.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode udp_proxy config: %w", err)
 	}
+	b.udpFP = fp
 	b.udpFilter = &listener.ListenerFilter{Name: UDPProxyFilterName, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: tc}}
 	return b.udpFilter, nil
+}
+
+// clusterRanges is the address blocks routed to one cluster.
+type clusterRanges struct {
+	cluster  string
+	prefixes []netip.Prefix
+}
+
+// armRanges covers each cluster's ClusterIPs with the fewest CIDR blocks
+// that hold no other address, in cluster name order, and reports whether
+// any block is wider than one address (otherwise the exact form stays).
+// arms are in ClusterIP order.
+func armRanges(arms []UDPArm) ([]clusterRanges, bool) {
+	byCluster := map[string][]netip.Addr{}
+	for _, a := range arms {
+		byCluster[a.Cluster] = append(byCluster[a.Cluster], a.ClusterIP)
+	}
+	wide := false
+	out := make([]clusterRanges, 0, len(byCluster))
+	for cl, ips := range byCluster {
+		r := clusterRanges{cluster: cl}
+		for i := 0; i < len(ips); {
+			// ips[i:j] is a run of consecutive addresses.
+			j := i + 1
+			for j < len(ips) && ips[j] == ips[j-1].Next() {
+				j++
+			}
+			for _, p := range runPrefixes(ips[i], ips[j-1]) {
+				wide = wide || p.Bits() < p.Addr().BitLen()
+				r.prefixes = append(r.prefixes, p)
+			}
+			i = j
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b clusterRanges) int { return strings.Compare(a.cluster, b.cluster) })
+	return out, wide
+}
+
+// runPrefixes splits the address run [lo, hi] into aligned CIDR blocks,
+// each as wide as its start's alignment and the run's end allow.
+func runPrefixes(lo, hi netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for {
+		bits := lo.BitLen()
+		for bits > 0 {
+			p, _ := lo.Prefix(bits - 1)
+			if p.Addr() != lo || lastAddr(p).Compare(hi) > 0 {
+				break
+			}
+			bits--
+		}
+		p := netip.PrefixFrom(lo, bits)
+		out = append(out, p)
+		last := lastAddr(p)
+		if last.Compare(hi) >= 0 {
+			return out
+		}
+		lo = last.Next()
+	}
+}
+
+// lastAddr is the highest address in p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // ClusterIPs returns the arms' keys, for tests and the debug dump.

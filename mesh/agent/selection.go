@@ -3,7 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -94,89 +94,279 @@ func better(a, b candidate) bool {
 // drain; a rule collapses onto its heaviest live backend, ties broken by
 // cluster name; shapes the mesh cannot express are reported, never silently
 // dropped. Backends outside deps (the node's dependency set) are not
-// considered.
+// considered. It is the from-scratch form of what the Builder maintains
+// incrementally (selector); both share evalRoute and the claim rules.
 func SelectUDPRoutes(st *registry.State, deps map[registry.Key]bool) UDPSelection {
-	var sel UDPSelection
-	owner := map[netip.Addr]int{}
+	d := registry.Deps{Keys: deps}
+	s := newSelector()
 	for ri := range st.UDPRoutes {
 		r := &st.UDPRoutes[ri]
-		rk := r.Key()
-		if len(r.Rules) == 0 {
+		s.set(r.Key(), evalRoute(st, d, r))
+	}
+	sel, _ := s.selection(UDPSelection{}, true)
+	return sel
+}
+
+// routeEval is one route's outcome on its own, before routes are weighed
+// against each other for the ClusterIPs they claim. It depends only on the
+// route and on the services in refs, which is what lets a rebuild
+// re-evaluate just the routes a change touched.
+type routeEval struct {
+	unsupported []UnsupportedUDPRouteShape
+	noHealthy   bool
+	// arm is the winner, without its ClusterIP; nil when no backend is left.
+	arm *UDPArm
+	// ips are the ClusterIPs the route claims, in parentRef order.
+	ips  []netip.Addr
+	refs []registry.Key
+}
+
+func (e *routeEval) equal(o *routeEval) bool {
+	if e.noHealthy != o.noHealthy || (e.arm == nil) != (o.arm == nil) || e.arm != nil && *e.arm != *o.arm {
+		return false
+	}
+	return slices.Equal(e.unsupported, o.unsupported) && slices.Equal(e.ips, o.ips) && slices.Equal(e.refs, o.refs)
+}
+
+func evalRoute(st *registry.State, deps registry.Deps, r *registry.UDPRoute) *routeEval {
+	e := &routeEval{}
+	rk := r.Key()
+	for _, p := range r.ParentRefs {
+		if p.Kind == "Service" && (p.Group == "" || p.Group == "core") {
+			e.refs = append(e.refs, registry.Key{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	if len(r.Rules) == 0 {
+		return e
+	}
+	if len(r.Rules) > 1 {
+		e.unsupported = append(e.unsupported, UnsupportedUDPRouteShape{Route: rk, Rule: 1, Reason: ReasonMultipleRules,
+			Detail: fmt.Sprintf("%d rules; UDP rules have no match, only rule 0 applies", len(r.Rules))})
+	}
+	var live, resolved []candidate
+	for _, br := range r.Rules[0].BackendRefs {
+		if (br.Group != "" && br.Group != "core") || br.Kind != "Service" {
+			e.unsupported = append(e.unsupported, UnsupportedUDPRouteShape{Route: rk, Reason: ReasonBackendKind,
+				Detail: fmt.Sprintf("backend %s/%s %s is not a Service; skipped", br.Group, br.Kind, br.Name)})
 			continue
 		}
-		if len(r.Rules) > 1 {
-			sel.Unsupported = append(sel.Unsupported, UnsupportedUDPRouteShape{Route: rk, Rule: 1, Reason: ReasonMultipleRules,
-				Detail: fmt.Sprintf("%d rules; UDP rules have no match, only rule 0 applies", len(r.Rules))})
+		w := int32(1)
+		if br.Weight != nil {
+			w = *br.Weight
 		}
-		var live, resolved []candidate
-		for _, br := range r.Rules[0].BackendRefs {
-			if (br.Group != "" && br.Group != "core") || br.Kind != "Service" {
-				sel.Unsupported = append(sel.Unsupported, UnsupportedUDPRouteShape{Route: rk, Reason: ReasonBackendKind,
-					Detail: fmt.Sprintf("backend %s/%s %s is not a Service; skipped", br.Group, br.Kind, br.Name)})
-				continue
-			}
-			w := int32(1)
-			if br.Weight != nil {
-				w = *br.Weight
-			}
-			if w == 0 {
-				continue // drain
-			}
-			k := registry.Key{Namespace: br.Namespace, Name: br.Name}
-			svc, ok := st.Service(k)
-			if !ok || !deps[k] {
-				continue
-			}
-			if _, ok := svc.FirstPort(registry.ProtocolUDP); !ok {
-				continue
-			}
-			c := candidate{key: k, svc: svc, weight: w, healthy: len(st.ReadyEndpoints(k)) > 0}
-			resolved = append(resolved, c)
-			if c.healthy {
-				live = append(live, c)
-			}
+		if w == 0 {
+			continue // drain
 		}
-		if len(live) > 1 {
-			var ws []string
-			for _, c := range live {
-				ws = append(ws, fmt.Sprintf("%s=%d", UDPClusterName(c.key), c.weight))
-			}
-			w := pick(live)
-			sel.Unsupported = append(sel.Unsupported, UnsupportedUDPRouteShape{Route: rk, Reason: ReasonWeightedSplit,
-				Detail: fmt.Sprintf("split %s cannot be expressed; all traffic to %s", strings.Join(ws, ","), UDPClusterName(w.key))})
-		}
-		pool := live
-		if len(pool) == 0 {
-			pool = resolved
-			sel.NoHealthyBackend = append(sel.NoHealthyBackend, rk)
-		}
-		if len(pool) == 0 {
+		k := registry.Key{Namespace: br.Namespace, Name: br.Name}
+		e.refs = append(e.refs, k)
+		svc, ok := st.Service(k)
+		if !ok || !deps.Has(k) {
 			continue
 		}
-		win := pick(pool)
-		arm := UDPArm{Backend: win.key, Cluster: UDPClusterName(win.key), Weight: win.weight, Healthy: win.healthy, Route: rk}
-		for _, ip := range parentIPs(st, r, win) {
-			if prev, taken := owner[ip]; taken {
-				if sel.Arms[prev].Cluster != arm.Cluster {
-					sel.Unsupported = append(sel.Unsupported, UnsupportedUDPRouteShape{Route: rk, Reason: ReasonParentConflict,
-						Detail: fmt.Sprintf("%s already routed by %s to %s", ip, sel.Arms[prev].Route, sel.Arms[prev].Cluster)})
-				}
-				continue
+		if _, ok := svc.FirstPort(registry.ProtocolUDP); !ok {
+			continue
+		}
+		c := candidate{key: k, svc: svc, weight: w, healthy: hasReady(st.Endpoints[k])}
+		resolved = append(resolved, c)
+		if c.healthy {
+			live = append(live, c)
+		}
+	}
+	if len(live) > 1 {
+		var ws []string
+		for _, c := range live {
+			ws = append(ws, fmt.Sprintf("%s=%d", UDPClusterName(c.key), c.weight))
+		}
+		w := pick(live)
+		e.unsupported = append(e.unsupported, UnsupportedUDPRouteShape{Route: rk, Reason: ReasonWeightedSplit,
+			Detail: fmt.Sprintf("split %s cannot be expressed; all traffic to %s", strings.Join(ws, ","), UDPClusterName(w.key))})
+	}
+	pool := live
+	if len(pool) == 0 {
+		pool = resolved
+		e.noHealthy = true
+	}
+	if len(pool) == 0 {
+		return e
+	}
+	win := pick(pool)
+	e.arm = &UDPArm{Backend: win.key, Cluster: UDPClusterName(win.key), Weight: win.weight, Healthy: win.healthy, Route: rk}
+	e.ips = parentIPs(st, r, win)
+	return e
+}
+
+func hasReady(eps []registry.Endpoint) bool {
+	for i := range eps {
+		if eps[i].Ready {
+			return true
+		}
+	}
+	return false
+}
+
+// selector holds every route's evaluation and who claims which ClusterIP.
+// A ClusterIP belongs to the first route in namespace/name order that
+// claims it; a later claim to another cluster is a parent_conflict.
+type selector struct {
+	routes map[registry.Key]*routeEval
+	// claims lists the routes claiming each ClusterIP, in key order.
+	claims map[netip.Addr][]registry.Key
+	// dirty are the ClusterIPs whose claims changed since the last
+	// selection; issues is set when a route's own findings changed.
+	dirty  map[netip.Addr]bool
+	issues bool
+	arms   map[netip.Addr]UDPArm
+}
+
+func newSelector() *selector {
+	return &selector{routes: map[registry.Key]*routeEval{}, claims: map[netip.Addr][]registry.Key{},
+		dirty: map[netip.Addr]bool{}, arms: map[netip.Addr]UDPArm{}}
+}
+
+// set records route k's evaluation (nil: the route is gone) and reports
+// whether anything changed.
+func (s *selector) set(k registry.Key, e *routeEval) bool {
+	old := s.routes[k]
+	if old == nil && e == nil || old != nil && e != nil && old.equal(e) {
+		return false
+	}
+	if old != nil {
+		for _, ip := range old.ips {
+			s.dirty[ip] = true
+			// A route leaving a shared ClusterIP can clear another route's
+			// parent_conflict.
+			if len(s.claims[ip]) > 1 {
+				s.issues = true
 			}
-			a := arm
-			a.ClusterIP = ip
-			owner[ip] = len(sel.Arms)
+			if i, ok := slices.BinarySearchFunc(s.claims[ip], k, cmpKey); ok {
+				s.claims[ip] = slices.Delete(s.claims[ip], i, i+1)
+			}
+			if len(s.claims[ip]) == 0 {
+				delete(s.claims, ip)
+			}
+		}
+		if len(old.unsupported) > 0 || old.noHealthy {
+			s.issues = true
+		}
+		delete(s.routes, k)
+	}
+	if e != nil {
+		s.routes[k] = e
+		for _, ip := range e.ips {
+			s.dirty[ip] = true
+			if i, ok := slices.BinarySearchFunc(s.claims[ip], k, cmpKey); !ok {
+				s.claims[ip] = slices.Insert(s.claims[ip], i, k)
+			}
+			if len(s.claims[ip]) > 1 {
+				s.issues = true
+			}
+		}
+		if len(e.unsupported) > 0 || e.noHealthy {
+			s.issues = true
+		}
+	}
+	return true
+}
+
+func cmpKey(a, b registry.Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// selection returns the selection after the recorded changes, reusing
+// prev's slices for whatever did not change (they are never mutated), and
+// whether the arms changed. full recomputes every derived list.
+func (s *selector) selection(prev UDPSelection, full bool) (UDPSelection, bool) {
+	armsChanged := full
+	for ip := range s.dirty {
+		cl := s.claims[ip]
+		old, had := s.arms[ip]
+		if len(cl) == 0 {
+			if had {
+				delete(s.arms, ip)
+				armsChanged = true
+			}
+			continue
+		}
+		a := *s.routes[cl[0]].arm
+		a.ClusterIP = ip
+		if !had || old != a {
+			s.arms[ip] = a
+			armsChanged = true
+		}
+	}
+	issues := full || s.issues
+	for ip := range s.dirty {
+		delete(s.dirty, ip)
+	}
+	s.issues = false
+
+	sel := prev
+	if armsChanged {
+		sel.Arms = make([]UDPArm, 0, len(s.arms))
+		for _, a := range s.arms {
 			sel.Arms = append(sel.Arms, a)
 		}
-	}
-	sort.Slice(sel.Arms, func(i, j int) bool { return sel.Arms[i].ClusterIP.Less(sel.Arms[j].ClusterIP) })
-	for i := range sel.Arms {
-		a := sel.Arms[i]
-		if sel.Fallback == nil || fallbackBetter(a, *sel.Fallback) {
-			sel.Fallback = &a
+		slices.SortFunc(sel.Arms, func(a, b UDPArm) int { return a.ClusterIP.Compare(b.ClusterIP) })
+		sel.Fallback = nil
+		best := -1
+		for i := range sel.Arms {
+			if best < 0 || fallbackBetter(sel.Arms[i], sel.Arms[best]) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			f := sel.Arms[best]
+			sel.Fallback = &f
 		}
 	}
-	return sel
+	if issues {
+		sel.Unsupported, sel.NoHealthyBackend = s.issueLists()
+	}
+	return sel, armsChanged
+}
+
+// issueLists is Unsupported and NoHealthyBackend in route order: a route's
+// own findings first, then its parent conflicts in parentRef order.
+func (s *selector) issueLists() ([]UnsupportedUDPRouteShape, []registry.Key) {
+	conflicted := map[registry.Key]bool{}
+	for _, cl := range s.claims {
+		for _, k := range cl[min(1, len(cl)):] {
+			conflicted[k] = true
+		}
+	}
+	var keys []registry.Key
+	for k, e := range s.routes {
+		if len(e.unsupported) > 0 || e.noHealthy || conflicted[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, cmpKey)
+	var unsupported []UnsupportedUDPRouteShape
+	var noHealthy []registry.Key
+	for _, k := range keys {
+		e := s.routes[k]
+		unsupported = append(unsupported, e.unsupported...)
+		if e.noHealthy {
+			noHealthy = append(noHealthy, k)
+		}
+		if !conflicted[k] {
+			continue
+		}
+		for _, ip := range e.ips {
+			owner := s.claims[ip][0]
+			if owner == k {
+				continue
+			}
+			if w := s.arms[ip]; w.Cluster != e.arm.Cluster {
+				unsupported = append(unsupported, UnsupportedUDPRouteShape{Route: k, Reason: ReasonParentConflict,
+					Detail: fmt.Sprintf("%s already routed by %s to %s", ip, owner, w.Cluster)})
+			}
+		}
+	}
+	return unsupported, noHealthy
 }
 
 func fallbackBetter(a, b UDPArm) bool {

@@ -210,25 +210,62 @@ func (s *State) ReadyEndpoints(k Key) []Endpoint {
 	return out
 }
 
-// DependencySet returns the services the proxies on node need configuration
+// Deps is a node's dependency set in a form that is cheap to compute and to
+// compare on every rebuild: All stands for every service of the mesh without
+// listing 10,000 keys, and Keys holds the declared dependencies otherwise
+// (whether or not the service exists yet; callers ask Has of services they
+// found).
+type Deps struct {
+	All  bool
+	Keys map[Key]bool
+}
+
+// Has reports whether the node depends on service k.
+func (d Deps) Has(k Key) bool { return d.All || d.Keys[k] }
+
+// Equal reports whether d and o select the same services.
+func (d Deps) Equal(o Deps) bool {
+	if d.All || o.All {
+		return d.All == o.All
+	}
+	if len(d.Keys) != len(o.Keys) {
+		return false
+	}
+	for k := range d.Keys {
+		if !o.Keys[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// Dependencies returns the services the proxies on node need configuration
 // for: the union of its local pods' DependsOn, where a pod that declares none
 // depends on every service. A node with no local pods needs nothing.
-func (s *State) DependencySet(node string) map[Key]bool {
-	deps := map[Key]bool{}
-	for _, p := range s.Pods {
+func (s *State) Dependencies(node string) Deps {
+	d := Deps{Keys: map[Key]bool{}}
+	for i := range s.Pods {
+		p := &s.Pods[i]
 		if p.Node != node {
 			continue
 		}
 		if len(p.DependsOn) == 0 {
-			for i := range s.Services {
-				deps[s.Services[i].Key()] = true
-			}
-			return deps
+			return Deps{All: true}
 		}
 		for _, k := range p.DependsOn {
-			if _, ok := s.Service(k); ok {
-				deps[k] = true
-			}
+			d.Keys[k] = true
+		}
+	}
+	return d
+}
+
+// DependencySet is Dependencies as the set of existing services.
+func (s *State) DependencySet(node string) map[Key]bool {
+	d := s.Dependencies(node)
+	deps := map[Key]bool{}
+	for i := range s.Services {
+		if k := s.Services[i].Key(); d.Has(k) {
+			deps[k] = true
 		}
 	}
 	return deps

@@ -23,6 +23,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -133,6 +134,7 @@ type Builder struct {
 	// The udp_proxy filter is one message over every arm, shared by every
 	// pod's UDP listener; it is encoded again only when the arms or
 	// on_no_match change, not on an endpoint change.
+	blackhole  *cluster.Cluster
 	udpFP      uint64
 	udpFilter  *listener.ListenerFilter
 	udpArms    []UDPArm
@@ -345,10 +347,11 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 
 	n := len(b.services)
 	clusters := make([]types.Resource, 1, n+n/2+1)
-	clusters[0] = blackhole()
 	if full {
-		b.idx[clusterIdx].set(BlackholeCluster, clusters[0], "static")
+		b.blackhole = blackhole()
+		b.idx[clusterIdx].set(BlackholeCluster, b.blackhole, "static")
 	}
+	clusters[0] = b.blackhole
 	clas := make([]types.Resource, 0, n+n/2)
 	chains, chainFPs := b.scratch[:0], b.scratchFPs[:0]
 	chainsChanged := full
@@ -764,7 +767,7 @@ func (b *Builder) clusters(name string, proto core.SocketAddress_Protocol, port 
 }
 
 func tcpChain(name string, ip netip.Addr) (*listener.FilterChain, error) {
-	tp, err := anypb.New(&tcpproxy.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: name}})
+	tp, err := anyOf(&tcpproxy.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: name}})
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode tcp_proxy to %q: %w", name, err)
 	}
@@ -820,7 +823,7 @@ func (b *Builder) routeAction(clusterName string) (*matcher.Matcher_OnMatch, err
 	if a, ok := b.actions[clusterName]; ok {
 		return a, nil
 	}
-	tc, err := anypb.New(&udpproxy.Route{Cluster: clusterName})
+	tc, err := anyOf(&udpproxy.Route{Cluster: clusterName})
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode udp_proxy route to %q: %w", clusterName, err)
 	}
@@ -831,7 +834,7 @@ func (b *Builder) routeAction(clusterName string) (*matcher.Matcher_OnMatch, err
 }
 
 var destinationIPInput = func() *anypb.Any {
-	a, err := anypb.New(&netinputs.DestinationIPInput{})
+	a, err := anyOf(&netinputs.DestinationIPInput{})
 	if err != nil {
 		panic(err)
 	}
@@ -891,7 +894,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 			}
 			ipm.RangeMatchers = append(ipm.RangeMatchers, rm)
 		}
-		tc, err := anypb.New(ipm)
+		tc, err := anyOf(ipm)
 		if err != nil {
 			return nil, fmt.Errorf("failed to encode the ip_range_matcher of the udp_proxy filter: %w", err)
 		}
@@ -915,7 +918,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 			OnNoMatch:   onNoMatch,
 		}},
 	}
-	tc, err := anypb.New(cfg)
+	tc, err := anyOf(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode udp_proxy config: %w", err)
 	}
@@ -992,6 +995,16 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return a
+}
+
+// anyOf packs m deterministically: map fields (the exact_match_map) in key
+// order, so equal configuration is equal bytes, build after build.
+func anyOf(m proto.Message) (*anypb.Any, error) {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // ClusterIPs returns the arms' keys, for tests and the debug dump.

@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -27,7 +30,8 @@ type Options struct {
 	Mode CaptureMode
 	// StateDir, when set, receives last-good.json: the published snapshot's
 	// dump, rewritten on every publish, so a rig or an operator can see
-	// what the data plane was last given.
+	// what the data plane was last given, and so a restarted agent serves
+	// it again until its first registry read succeeds.
 	StateDir string
 	Logger   *slog.Logger
 	// Registerer receives the agent's metrics; nil means a private
@@ -48,6 +52,8 @@ type Agent struct {
 	current *Output
 	version string
 	lastErr error
+	// restored: current came from the state dir, not from a build.
+	restored bool
 }
 
 // New returns an agent with an empty snapshot cache.
@@ -70,7 +76,69 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m}
 	a.cache = cache.NewSnapshotCache(true, cache.IDHash{}, cacheLogger(opts.Logger))
+	if opts.StateDir != "" {
+		// A restarted agent serves what it last published until its first
+		// registry read succeeds: a proxy that reconnects meanwhile gets
+		// the configuration it had, not an empty one. A state file that
+		// cannot be served is logged and left alone; the registry decides.
+		if err := a.restore(); err != nil {
+			a.log.Error("not serving the last good snapshot", "err", err)
+		}
+	}
 	return a, nil
+}
+
+// LastGoodFile is the state dir's record of the last published snapshot.
+const LastGoodFile = "last-good.json"
+
+func (a *Agent) restore() error {
+	path := filepath.Join(a.opts.StateDir, LastGoodFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to read %q: %w", path, err)
+	}
+	d, res, err := ParseDump(path, data)
+	if err != nil {
+		return err
+	}
+	if d.Node != a.opts.Node {
+		return fmt.Errorf("%s: field node: written for node %q, this agent serves %q", path, d.Node, a.opts.Node)
+	}
+	if d.Mode != a.opts.Mode {
+		return fmt.Errorf("%s: field mode: written in capture mode %q, this agent runs %q", path, d.Mode, a.opts.Mode)
+	}
+	serial, err := strconv.Atoi(strings.TrimPrefix(d.Version, "v"))
+	if err != nil || !strings.HasPrefix(d.Version, "v") {
+		return fmt.Errorf("%s: field version: %q is not an agent version (v<n>)", path, d.Version)
+	}
+	if err := validate.Check(res); err != nil {
+		return fmt.Errorf("%s: fails the config gates: %w", path, err)
+	}
+	snap, err := cache.NewSnapshot(d.Version, res)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := a.cache.SetSnapshot(context.Background(), a.opts.Node, snap); err != nil {
+		return fmt.Errorf("failed to serve %s: %w", path, err)
+	}
+	// Versions continue from the restored one, so a proxy never sees a
+	// version go backwards across the restart.
+	a.serial = serial
+	a.current, a.version = &Output{Snapshot: snap, Resources: res}, d.Version
+	a.restored = true
+	a.log.Info("serving the last good snapshot until the registry is read", "file", path, "version", d.Version)
+	return nil
+}
+
+// Restored reports whether the served snapshot is the one reloaded from
+// the state dir, not yet replaced by one built from the registry.
+func (a *Agent) Restored() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.restored
 }
 
 // Cache is the delta-capable snapshot cache the ADS server serves.
@@ -131,7 +199,7 @@ func (a *Agent) Apply(st *registry.State) error {
 		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
 	}
 	a.serial++
-	a.current, a.version, a.lastErr = out, version, nil
+	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
 	a.metrics.observe(out)
 	if a.opts.StateDir != "" {
 		if err := a.writeState(out, version); err != nil {
@@ -196,7 +264,7 @@ func (a *Agent) writeState(out *Output, version string) error {
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("failed to write %q: %w", tmp, err)
 	}
-	dst := filepath.Join(a.opts.StateDir, "last-good.json")
+	dst := filepath.Join(a.opts.StateDir, LastGoodFile)
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("failed to rename %q to %q: %w", tmp, dst, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // ConfigDump is the JSON form of a node's configuration: the golden files,
@@ -50,6 +51,32 @@ func DumpResources(node string, mode CaptureMode, version string, res map[resour
 		return nil, fmt.Errorf("failed to encode config dump for node %q: %w", node, err)
 	}
 	return append(out, '\n'), nil
+}
+
+// ParseDump reads a ConfigDump back into resources (the state dir's
+// last-good.json). Errors name the file and the resource.
+func ParseDump(file string, data []byte) (*ConfigDump, map[resource.Type][]types.Resource, error) {
+	var d ConfigDump
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a config dump: %w", file, err)
+	}
+	res := map[resource.Type][]types.Resource{}
+	for typ, raws := range d.Resources {
+		mt, err := protoregistry.GlobalTypes.FindMessageByURL(typ)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: resources[%q]: unknown type: %w", file, typ, err)
+		}
+		list := make([]types.Resource, 0, len(raws))
+		for i, raw := range raws {
+			m := mt.New().Interface()
+			if err := protojson.Unmarshal(raw, m); err != nil {
+				return nil, nil, fmt.Errorf("%s: resources[%q][%d]: %w", file, typ, i, err)
+			}
+			list = append(list, m)
+		}
+		res[typ] = list
+	}
+	return &d, res, nil
 }
 
 func resourceName(r types.Resource) string {

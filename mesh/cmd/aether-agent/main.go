@@ -46,7 +46,7 @@ func run() error {
 		registryFile = flag.String("registry-file", "", "scenario file to watch as the registry source")
 		kubeconfig   = flag.String("kubeconfig", "", "use the Kubernetes registry source with this kubeconfig (instead of --registry-file)")
 		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
-		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot")
+		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag

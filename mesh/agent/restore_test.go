@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aether-mesh/aether/mesh/registry"
+)
+
+func quietAgent(t *testing.T, node, stateDir string) *Agent {
+	t.Helper()
+	a, err := New(Options{Node: node, Mode: CaptureTProxy, StateDir: stateDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestRestartServesLastGood: an agent restarted on the same state dir
+// serves the snapshot it last published (the same resources, passing the
+// gates) before any registry read, keeps it through a failed read, and
+// replaces it with a later version once a read succeeds.
+func TestRestartServesLastGood(t *testing.T) {
+	dir := t.TempDir()
+	st, err := registry.ParseScenario("two", readFixture(t, "two-udp-services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := quietAgent(t, "node-a", dir)
+	if first.Restored() {
+		t.Fatal("an empty state dir restored something")
+	}
+	for i := 0; i < 2; i++ {
+		if err := first.Apply(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	published, version := first.Current()
+
+	second := quietAgent(t, "node-a", dir)
+	got, gotVersion := second.Current()
+	if !second.Restored() || got == nil || gotVersion != version {
+		t.Fatalf("restarted agent serves %v (restored %v), want the last good %s", gotVersion, second.Restored(), version)
+	}
+	snap, err := second.Cache().GetSnapshot("node-a")
+	if err != nil || snap.GetVersion(resource.ListenerType) != version {
+		t.Fatalf("cache serves %v (err %v), want %s", snap, err, version)
+	}
+	for _, typ := range typeURLs {
+		want, have := byName(published.Resources[typ]), snap.GetResources(typ)
+		if len(want) == 0 || len(have) != len(want) {
+			t.Fatalf("%s: restored %d resources, published %d", typ, len(have), len(want))
+		}
+		for n, r := range want {
+			if !proto.Equal(r, have[n]) {
+				t.Fatalf("%s %q differs from what was published", typ, n)
+			}
+		}
+	}
+
+	// A failed registry read leaves it in place.
+	_ = second.RegistryError(errors.New("scenario unreadable"))
+	if _, v := second.Current(); v != version || !second.Restored() {
+		t.Fatalf("after a registry error the agent serves %s, want the restored %s", v, version)
+	}
+	// The first good read replaces it, and versions move on from it.
+	if err := second.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := second.Current(); v != "v3" || second.Restored() {
+		t.Fatalf("after the first read: version %s restored %v, want v3 from the registry", v, second.Restored())
+	}
+}
+
+// TestRestoreRefusesForeignOrBrokenState: a state file of another node or
+// one that no longer parses is not served; the agent still starts.
+func TestRestoreRefusesForeignOrBrokenState(t *testing.T) {
+	dir := t.TempDir()
+	st, err := registry.ParseScenario("two", readFixture(t, "two-udp-services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quietAgent(t, "node-a", dir).Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	// Control: the file as written restores.
+	if !quietAgent(t, "node-a", dir).Restored() {
+		t.Fatal("control: the written state did not restore")
+	}
+	a := quietAgent(t, "node-b", dir)
+	if out, _ := a.Current(); out != nil || a.Restored() {
+		t.Fatal("node-b served node-a's last good snapshot")
+	}
+	if err := a.restore(); err == nil || !strings.Contains(err.Error(), "field node") {
+		t.Fatalf("restore for another node: %v, want an error naming the node field", err)
+	}
+
+	path := filepath.Join(dir, LastGoodFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(data), `"transparent": true`, `"transparent": "yes"`, 1)
+	if broken == string(data) {
+		t.Fatal("test edit did not apply")
+	}
+	if err := os.WriteFile(path, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := quietAgent(t, "node-a", dir)
+	if b.Restored() {
+		t.Fatal("a broken state file was served")
+	}
+	if err := b.restore(); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "Listener") {
+		t.Fatalf("restore of a broken file: %v, want an error naming the file and the resource", err)
+	}
+}

@@ -200,22 +200,22 @@ type allValidator interface{ ValidateAll() error }
 
 // validateAll is the protoc-gen-validate rules of every resource and of
 // every typed_config inside it: generated ValidateAll stops at an Any, so
-// each unpacked payload is validated as its own root.
+// each unpacked payload is validated as its own root (and each shared
+// filter chain once, see validateShallow).
 func (c *checker) validateAll() {
-	c.each(func(_ resource.Type, name string, m proto.Message) {
-		err := walk(m.ProtoReflect(), "", func(path string, pm protoreflect.Message) error {
-			if path != "" && !strings.HasSuffix(path, ">") {
-				return nil
-			}
-			if v, ok := pm.Interface().(allValidator); ok {
-				if err := v.ValidateAll(); err != nil {
-					c.fail(GateValidateAll, name, "%s: %v", orRoot(path), err)
-				}
-			}
+	mo := newMemo()
+	visit := func(path string, pm protoreflect.Message) []found {
+		if path != "" {
 			return nil
-		})
-		if err != nil {
-			c.fail(GateValidateAll, name, "%v", err)
+		}
+		if err := validateShallow(pm); err != nil {
+			return []found{{detail: err.Error()}}
+		}
+		return nil
+	}
+	c.each(func(_ resource.Type, name string, m proto.Message) {
+		for _, f := range mo.scan(m.ProtoReflect(), visit) {
+			c.fail(GateValidateAll, name, "%s: %s", orRoot(f.path), f.detail)
 		}
 	})
 }
@@ -272,8 +272,10 @@ func (c *checker) captureListeners() {
 // udpArms is TestUDPCaptureListenerResolvesAgainstCDS as a gate: every
 // udp_proxy route, whether a matcher arm, an ip_range_matcher arm, the
 // on_no_match or the deprecated single cluster, names a cluster in CDS, and
-// a matcher has an on_no_match.
+// a matcher has an on_no_match. Each distinct udp_proxy config is checked
+// once; every listener carrying it gets its failures.
 func (c *checker) udpArms() {
+	mo := newMemo()
 	for _, res := range c.r[resource.ListenerType] {
 		l, ok := res.(*listener.Listener)
 		if !ok {
@@ -285,37 +287,48 @@ func (c *checker) udpArms() {
 			if tc == nil || !tc.MessageIs(&udpproxy.UdpProxyConfig{}) {
 				continue
 			}
-			cfg := &udpproxy.UdpProxyConfig{}
-			if err := tc.UnmarshalTo(cfg); err != nil {
-				c.fail(GateUDPArmsCDS, name, "listener_filters[%d]: cannot decode udp_proxy: %v", i, err)
-				continue
-			}
-			if cl := cfg.GetCluster(); cl != "" {
-				c.resolve(GateUDPArmsCDS, name, fmt.Sprintf("listener_filters[%d].cluster", i), cl)
-			}
-			m := cfg.GetMatcher()
-			if m == nil {
-				continue
-			}
-			if m.GetOnNoMatch() == nil {
-				c.fail(GateUDPArmsCDS, name, "listener_filters[%d].matcher has no on_no_match", i)
-			}
-			routes := 0
-			err := walk(m.ProtoReflect(), fmt.Sprintf("listener_filters[%d].matcher", i), func(path string, pm protoreflect.Message) error {
-				if r, ok := pm.Interface().(*udpproxy.Route); ok {
-					routes++
-					c.resolve(GateUDPArmsCDS, name, path, r.GetCluster())
-				}
-				return nil
-			})
-			if err != nil {
-				c.fail(GateUDPArmsCDS, name, "%v", err)
-			}
-			if routes == 0 {
-				c.fail(GateUDPArmsCDS, name, "listener_filters[%d].matcher has no udp_proxy route", i)
+			for _, f := range mo.anyCached(tc, func() []found { return c.udpConfig(tc) }) {
+				c.fail(GateUDPArmsCDS, name, "%s: %s", joinPath(fmt.Sprintf("listener_filters[%d]", i), f.path), f.detail)
 			}
 		}
 	}
+}
+
+// udpConfig is udpArms' findings for one udp_proxy typed_config, paths
+// relative to its listener filter.
+func (c *checker) udpConfig(tc *anypb.Any) []found {
+	cfg := &udpproxy.UdpProxyConfig{}
+	if err := tc.UnmarshalTo(cfg); err != nil {
+		return []found{{detail: fmt.Sprintf("cannot decode udp_proxy: %v", err)}}
+	}
+	var fs []found
+	if cl := cfg.GetCluster(); cl != "" && c.clusters[cl] == nil {
+		fs = append(fs, found{path: "cluster", detail: fmt.Sprintf("names cluster %q, which is not in CDS", cl)})
+	}
+	m := cfg.GetMatcher()
+	if m == nil {
+		return fs
+	}
+	if m.GetOnNoMatch() == nil {
+		fs = append(fs, found{path: "matcher", detail: "has no on_no_match"})
+	}
+	routes := 0
+	err := walk(m.ProtoReflect(), "matcher", func(path string, pm protoreflect.Message) error {
+		if r, ok := pm.Interface().(*udpproxy.Route); ok {
+			routes++
+			if c.clusters[r.GetCluster()] == nil {
+				fs = append(fs, found{path: path, detail: fmt.Sprintf("names cluster %q, which is not in CDS", r.GetCluster())})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fs = append(fs, found{detail: err.Error()})
+	}
+	if routes == 0 {
+		fs = append(fs, found{path: "matcher", detail: "has no udp_proxy route"})
+	}
+	return fs
 }
 
 func (c *checker) resolve(gate, res, path, cl string) {
@@ -327,30 +340,33 @@ func (c *checker) resolve(gate, res, path, cl string) {
 // tcpChains is the #895 chain→CDS resolver: every tcp_proxy in every filter
 // chain names clusters present in CDS.
 func (c *checker) tcpChains() {
+	mo := newMemo()
+	visit := func(path string, pm protoreflect.Message) []found {
+		tp, ok := pm.Interface().(*tcpproxy.TcpProxy)
+		if !ok {
+			return nil
+		}
+		var fs []found
+		if cl := tp.GetCluster(); cl != "" && c.clusters[cl] == nil {
+			fs = append(fs, found{path: joinPath(path, "cluster"), detail: fmt.Sprintf("names cluster %q, which is not in CDS", cl)})
+		}
+		for j, w := range tp.GetWeightedClusters().GetClusters() {
+			if c.clusters[w.GetName()] == nil {
+				fs = append(fs, found{path: joinPath(path, fmt.Sprintf("weighted_clusters[%d]", j)), detail: fmt.Sprintf("names cluster %q, which is not in CDS", w.GetName())})
+			}
+		}
+		if tp.GetCluster() == "" && tp.GetWeightedClusters() == nil {
+			fs = append(fs, found{path: path, detail: "names no cluster"})
+		}
+		return fs
+	}
 	for _, res := range c.r[resource.ListenerType] {
 		l, ok := res.(*listener.Listener)
 		if !ok {
 			continue
 		}
-		name := "Listener " + l.GetName()
-		err := walk(l.ProtoReflect(), "", func(path string, pm protoreflect.Message) error {
-			tp, ok := pm.Interface().(*tcpproxy.TcpProxy)
-			if !ok {
-				return nil
-			}
-			if cl := tp.GetCluster(); cl != "" {
-				c.resolve(GateTCPChainsCDS, name, path+".cluster", cl)
-			}
-			for j, w := range tp.GetWeightedClusters().GetClusters() {
-				c.resolve(GateTCPChainsCDS, name, fmt.Sprintf("%s.weighted_clusters[%d]", path, j), w.GetName())
-			}
-			if tp.GetCluster() == "" && tp.GetWeightedClusters() == nil {
-				c.fail(GateTCPChainsCDS, name, "%s names no cluster", path)
-			}
-			return nil
-		})
-		if err != nil {
-			c.fail(GateTCPChainsCDS, name, "%v", err)
+		for _, f := range mo.scan(l.ProtoReflect(), visit) {
+			c.fail(GateTCPChainsCDS, "Listener "+l.GetName(), "%s: %s", orRoot(f.path), f.detail)
 		}
 	}
 }
@@ -406,18 +422,19 @@ func (c *checker) sdsNames() {
 			secrets[s.GetName()] = true
 		}
 	}
+	mo := newMemo()
+	visit := func(path string, pm protoreflect.Message) []found {
+		if s, ok := pm.Interface().(*tlsv3.SdsSecretConfig); ok && !secrets[s.GetName()] {
+			return []found{{path: path, detail: fmt.Sprintf("names secret %q, which is not in SDS", s.GetName())}}
+		}
+		return nil
+	}
 	c.each(func(t resource.Type, name string, m proto.Message) {
 		if t == resource.SecretType {
 			return
 		}
-		err := walk(m.ProtoReflect(), "", func(path string, pm protoreflect.Message) error {
-			if s, ok := pm.Interface().(*tlsv3.SdsSecretConfig); ok && !secrets[s.GetName()] {
-				c.fail(GateSDSNames, name, "%s names secret %q, which is not in SDS", path, s.GetName())
-			}
-			return nil
-		})
-		if err != nil {
-			c.fail(GateSDSNames, name, "%v", err)
+		for _, f := range mo.scan(m.ProtoReflect(), visit) {
+			c.fail(GateSDSNames, name, "%s: %s", orRoot(f.path), f.detail)
 		}
 	})
 }
@@ -429,25 +446,31 @@ func WIPUses(r Resources) (map[string]int, error) {
 	uses := map[string]int{}
 	var errs []error
 	c := &checker{r: r}
-	c.each(func(_ resource.Type, name string, m proto.Message) {
-		err := walk(m.ProtoReflect(), "", func(_ string, pm protoreflect.Message) error {
-			md := pm.Descriptor()
-			if fileWIP(md.ParentFile()) {
-				uses["file:"+md.ParentFile().Path()]++
+	mo := newMemo()
+	visit := func(_ string, pm protoreflect.Message) []found {
+		var fs []found
+		md := pm.Descriptor()
+		if fileWIP(md.ParentFile()) {
+			fs = append(fs, found{detail: "file:" + md.ParentFile().Path()})
+		}
+		if ms, ok := proto.GetExtension(md.Options(), xdsannotations.E_MessageStatus).(*xdsannotations.MessageStatusAnnotation); ok && ms.GetWorkInProgress() {
+			fs = append(fs, found{detail: "message:" + string(md.FullName())})
+		}
+		pm.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			if fs2, ok := proto.GetExtension(fd.Options(), xdsannotations.E_FieldStatus).(*xdsannotations.FieldStatusAnnotation); ok && fs2.GetWorkInProgress() {
+				fs = append(fs, found{detail: "field:" + string(fd.FullName())})
 			}
-			if ms, ok := proto.GetExtension(md.Options(), xdsannotations.E_MessageStatus).(*xdsannotations.MessageStatusAnnotation); ok && ms.GetWorkInProgress() {
-				uses["message:"+string(md.FullName())]++
-			}
-			pm.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-				if fs, ok := proto.GetExtension(fd.Options(), xdsannotations.E_FieldStatus).(*xdsannotations.FieldStatusAnnotation); ok && fs.GetWorkInProgress() {
-					uses["field:"+string(fd.FullName())]++
-				}
-				return true
-			})
-			return nil
+			return true
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		return fs
+	}
+	c.each(func(_ resource.Type, name string, m proto.Message) {
+		for _, f := range mo.scan(m.ProtoReflect(), visit) {
+			if f.decodeErr {
+				errs = append(errs, fmt.Errorf("%s: %s: %s", name, orRoot(f.path), f.detail))
+				continue
+			}
+			uses[f.detail]++
 		}
 	})
 	return uses, errors.Join(errs...)

@@ -281,3 +281,44 @@ func TestCaptureListenerContract(t *testing.T) {
 		expectOnly(t, r, validate.GateCaptureListener, 1, "network_namespace_filepath")
 	})
 }
+
+// TestValidateAllSeesInvalidFilterChain: filter chains are validated apart
+// from their listener (once per distinct chain); a rule broken inside one is
+// still seen, on every listener carrying it.
+func TestValidateAllSeesInvalidFilterChain(t *testing.T) {
+	r := good(t)
+	for _, l := range listeners(r, "tcp-capture~") {
+		l.GetFilterChains()[0].GetFilterChainMatch().GetPrefixRanges()[0].PrefixLen = wrapperspb.UInt32(200) // lte: 128
+	}
+	expectOnly(t, r, validate.GateValidateAll, 2, "filter_chains[0]", "PrefixLen")
+}
+
+// TestSharedContentCheckedOnce: the builder shares one udp_proxy filter and
+// one list of filter chains between every pod's listeners; breaking the
+// shared piece fails every listener, not only the first one looked at.
+func TestSharedContentCheckedOnce(t *testing.T) {
+	st, err := registry.ParseScenario("gates.yaml", []byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := agent.NewBuilder("n1", agent.CaptureTProxy).Build(st, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := validate.Resources(out.Resources)
+	tcp := listeners(r, "tcp-capture~")
+	if len(tcp) != 2 || &tcp[0].GetFilterChains()[0] != &tcp[1].GetFilterChains()[0] {
+		t.Fatal("control: the builder no longer shares the filter chains; this test would not test the memo")
+	}
+	if err := validate.Check(r); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	remove(r, resource.ClusterType, "tcp:a.t")
+	remove(r, resource.EndpointType, "tcp:a.t")
+	expectOnly(t, r, validate.GateTCPChainsCDS, 2, `"tcp:a.t"`)
+	var ve *validate.Error
+	errors.As(validate.Check(r), &ve)
+	if ve.Failures[0].Resource == ve.Failures[1].Resource {
+		t.Fatalf("both failures name %s; want one per listener", ve.Failures[0].Resource)
+	}
+}

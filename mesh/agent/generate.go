@@ -141,10 +141,10 @@ type Builder struct {
 	udpNoMatch string
 	// chains is every TCP service's filter chain in service order, shared
 	// by every pod's TCP listener.
-	chains     []*listener.FilterChain
-	chainsFP   uint64
-	scratch    []*listener.FilterChain
-	scratchFPs []uint64
+	chains   []*listener.FilterChain
+	chainsFP uint64
+	// clusterList and claList are the last output's resource lists.
+	clusterList, claList []types.Resource
 
 	idx [numTypes]typeIndex
 }
@@ -345,15 +345,11 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	b.gen++
 	out = &Output{Resources: map[resource.Type][]types.Resource{}}
 
-	n := len(b.services)
-	clusters := make([]types.Resource, 1, n+n/2+1)
 	if full {
 		b.blackhole = blackhole()
 		b.idx[clusterIdx].set(BlackholeCluster, b.blackhole, "static")
+		b.clusterList, b.claList = nil, nil
 	}
-	clusters[0] = b.blackhole
-	clas := make([]types.Resource, 0, n+n/2)
-	chains, chainFPs := b.scratch[:0], b.scratchFPs[:0]
 	chainsChanged := full
 	var changedSvcs []registry.Key
 	// The previous build's entries and the State are both in key order, so
@@ -404,27 +400,42 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			e = ne
 		}
 		b.services = append(b.services, e)
-		for _, c := range []*svcClusters{e.udp, e.tcp} {
-			if c != nil {
-				clusters = append(clusters, c.cluster)
-				clas = append(clas, c.cla)
-			}
-		}
-		if e.tcpChain != nil {
-			chains = append(chains, e.tcpChain)
-			chainFPs = append(chainFPs, e.chainFP)
-		}
 	}
 	for ; j < len(prev); j++ {
 		chainsChanged = b.dropService(prev[j]) || chainsChanged
 		changedSvcs = append(changedSvcs, prev[j].key)
 	}
-	b.scratch, b.scratchFPs = chains, chainFPs
+	// The lists are rebuilt only when one of their members changed; an
+	// unchanged list is the previous output's (outputs are never mutated).
+	if b.idx[clusterIdx].changed || b.clusterList == nil {
+		b.clusterList = make([]types.Resource, 1, len(b.idx[clusterIdx].items))
+		b.clusterList[0] = b.blackhole
+		for _, e := range b.services {
+			for _, c := range []*svcClusters{e.udp, e.tcp} {
+				if c != nil {
+					b.clusterList = append(b.clusterList, c.cluster)
+				}
+			}
+		}
+	}
+	if b.idx[endpointIdx].changed || b.claList == nil {
+		b.claList = make([]types.Resource, 0, len(b.idx[endpointIdx].items))
+		for _, e := range b.services {
+			for _, c := range []*svcClusters{e.udp, e.tcp} {
+				if c != nil {
+					b.claList = append(b.claList, c.cla)
+				}
+			}
+		}
+	}
 	if chainsChanged {
-		b.chains = slices.Clone(chains)
+		b.chains = b.chains[:0:0]
 		h := b.hasher("chains")
-		for _, fp := range chainFPs {
-			h.u64(fp)
+		for _, e := range b.services {
+			if e.tcpChain != nil {
+				b.chains = append(b.chains, e.tcpChain)
+				h.u64(e.chainFP)
+			}
 		}
 		b.chainsFP = h.Sum64()
 	}
@@ -441,8 +452,8 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 		return nil, err
 	}
 
-	out.Resources[resource.ClusterType] = clusters
-	out.Resources[resource.EndpointType] = clas
+	out.Resources[resource.ClusterType] = b.clusterList
+	out.Resources[resource.EndpointType] = b.claList
 	out.Resources[resource.ListenerType] = listeners
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, numTypes)}
 	for i := range b.idx {

@@ -159,18 +159,28 @@ const (
 
 var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType}
 
-// typeIndex is one type's name index and version map: the working copy the
-// builds edit, and the frozen copy the last snapshot holds.
+// typeIndex is one type's name index and version map. After a build the
+// working maps are the snapshot's own (shared); the next build that changes
+// the type copies them first, so a published snapshot never changes and a
+// type that did not change is not copied at all.
 type typeIndex struct {
 	items    map[string]types.ResourceWithTTL
 	versions map[string]string
 	changed  bool
+	shared   bool
 
 	frozenItems    map[string]types.ResourceWithTTL
 	frozenVersions map[string]string
 }
 
+func (t *typeIndex) own() {
+	if t.shared {
+		t.items, t.versions, t.shared = maps.Clone(t.items), maps.Clone(t.versions), false
+	}
+}
+
 func (t *typeIndex) set(name string, r types.Resource, version string) {
+	t.own()
 	t.items[name] = types.ResourceWithTTL{Resource: r}
 	t.versions[name] = version
 	t.changed = true
@@ -178,6 +188,7 @@ func (t *typeIndex) set(name string, r types.Resource, version string) {
 
 func (t *typeIndex) del(name string) {
 	if _, ok := t.items[name]; ok {
+		t.own()
 		delete(t.items, name)
 		delete(t.versions, name)
 		t.changed = true
@@ -186,7 +197,7 @@ func (t *typeIndex) del(name string) {
 
 func (t *typeIndex) freeze() {
 	if t.changed || t.frozenItems == nil {
-		t.frozenItems, t.frozenVersions = maps.Clone(t.items), maps.Clone(t.versions)
+		t.frozenItems, t.frozenVersions, t.shared = t.items, t.versions, true
 		t.changed = false
 	}
 }

@@ -232,3 +232,37 @@ func versionsFollowContent(t *testing.T, edit string, prev, cur *Output) int {
 	}
 	return moved
 }
+
+// TestSlabsCompact: every regenerated service leaves its old input copies
+// behind in the builder's slabs; past twice their size at the last full
+// build the builder starts over, so a long-lived agent does not grow
+// without bound, and the result is still the from-scratch one.
+func TestSlabsCompact(t *testing.T) {
+	st := benchState(50)
+	b := NewBuilder("n1", CaptureTProxy)
+	if _, err := b.Build(st, "v0"); err != nil {
+		t.Fatal(err)
+	}
+	peak, compacted := 0, false
+	var out *Output
+	for i := 0; i < 2000 && !compacted; i++ {
+		changes[0].do(st, i%50/5*5)
+		var err error
+		if out, err = b.Build(st, "v"); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.slabSize(); n < peak {
+			compacted = true
+		} else {
+			peak = n
+		}
+	}
+	if !compacted {
+		t.Fatalf("slabs grew to %d entries over 2000 changes without a compaction", peak)
+	}
+	want, err := NewBuilder("n1", CaptureTProxy).Build(st, "scratch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalOutputs(t, "after compaction", out, want)
+}

@@ -125,20 +125,22 @@ type Builder struct {
 
 	spareServices []*svcEntry
 	spareRoutes   []*routeEntry
-	byService     map[registry.Key]map[registry.Key]bool
-	sel           *selector
-	selection     UDPSelection
-	actions       map[string]*matcher.Matcher_OnMatch
-	pods          map[registry.Key]*podEntry
+	// byService lists the routes whose evaluation read each service.
+	byService map[registry.Key][]registry.Key
+	sel       *selector
+	selection UDPSelection
+	actions   map[string]*matcher.Matcher_OnMatch
+	pods      map[registry.Key]*podEntry
 
 	// The udp_proxy filter is one message over every arm, shared by every
 	// pod's UDP listener; it is encoded again only when the arms or
 	// on_no_match change, not on an endpoint change.
-	blackhole  *cluster.Cluster
-	udpFP      uint64
-	udpFilter  *listener.ListenerFilter
-	udpArms    []UDPArm
-	udpNoMatch string
+	blackhole      *cluster.Cluster
+	clusterVersion string
+	udpFP          uint64
+	udpFilter      *listener.ListenerFilter
+	udpArms        []UDPArm
+	udpNoMatch     string
 	// chains is every TCP service's filter chain in service order, shared
 	// by every pod's TCP listener.
 	chains   []*listener.FilterChain
@@ -241,6 +243,8 @@ type podEntry struct {
 // NewBuilder returns a builder for node in mode.
 func NewBuilder(node string, mode CaptureMode) *Builder {
 	b := &Builder{Node: node, Mode: mode, seed: maphash.MakeSeed()}
+	h := b.hasher("cluster")
+	b.clusterVersion = version(h.Sum64())
 	b.reset()
 	return b
 }
@@ -250,7 +254,7 @@ func (b *Builder) reset() {
 	b.warm = false
 	b.services, b.routes = nil, nil
 	b.portSlab, b.readySlab, b.parentSlab, b.ruleSlab, b.backendSlab, b.weightSlab = nil, nil, nil, nil, nil, nil
-	b.byService = map[registry.Key]map[registry.Key]bool{}
+	b.byService = map[registry.Key][]registry.Key{}
 	b.sel = newSelector()
 	b.selection = UDPSelection{}
 	b.actions = map[string]*matcher.Matcher_OnMatch{}
@@ -486,7 +490,7 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSvcs []registry.Key, full bool) (UDPSelection, error) {
 	var stale map[registry.Key]bool
 	for _, k := range changedSvcs {
-		for rk := range b.byService[k] {
+		for _, rk := range b.byService[k] {
 			if stale == nil {
 				stale = map[registry.Key]bool{}
 			}
@@ -524,10 +528,9 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 			}
 			re = &routeEntry{key: rk, spec: b.cloneRoute(r), eval: ev}
 			for _, k := range ev.refs {
-				if b.byService[k] == nil {
-					b.byService[k] = map[registry.Key]bool{}
+				if !slices.Contains(b.byService[k], rk) {
+					b.byService[k] = append(b.byService[k], rk)
 				}
-				b.byService[k][rk] = true
 			}
 			b.sel.set(rk, ev)
 		}
@@ -545,7 +548,7 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 
 func (b *Builder) unindex(rk registry.Key, ev *routeEval) {
 	for _, k := range ev.refs {
-		delete(b.byService[k], rk)
+		b.byService[k] = slices.DeleteFunc(b.byService[k], func(x registry.Key) bool { return x == rk })
 		if len(b.byService[k]) == 0 {
 			delete(b.byService, k)
 		}
@@ -776,8 +779,9 @@ func (b *Builder) clusters(name string, proto core.SocketAddress_Protocol, port 
 		c.cluster = prev.cluster
 	} else {
 		c.cluster = edsCluster(name)
-		hc := b.hasher("cluster")
-		b.idx[clusterIdx].set(name, c.cluster, version(hc.str(name).Sum64()))
+		// A service cluster's content is a function of its name alone, so
+		// one version per builder serves them all.
+		b.idx[clusterIdx].set(name, c.cluster, b.clusterVersion)
 	}
 	if prev != nil && prev.claFP == fp {
 		c.cla = prev.cla
@@ -960,6 +964,16 @@ type clusterRanges struct {
 // any block is wider than one address (otherwise the exact form stays).
 // arms are in ClusterIP order.
 func armRanges(arms []UDPArm) ([]clusterRanges, bool) {
+	// A block wider than one address holds two consecutive ClusterIPs of
+	// one cluster, which are neighbours in ClusterIP order; without such a
+	// pair the exact form stays and there is nothing to group.
+	pair := false
+	for i := 1; i < len(arms) && !pair; i++ {
+		pair = arms[i].Cluster == arms[i-1].Cluster && arms[i].ClusterIP == arms[i-1].ClusterIP.Next()
+	}
+	if !pair {
+		return nil, false
+	}
 	byCluster := map[string][]netip.Addr{}
 	for _, a := range arms {
 		byCluster[a.Cluster] = append(byCluster[a.Cluster], a.ClusterIP)

@@ -215,7 +215,10 @@ type selector struct {
 	// selection; issues is set when a route's own findings changed.
 	dirty  map[netip.Addr]bool
 	issues bool
-	arms   map[netip.Addr]UDPArm
+	// settled is set by the first selection; before it every ClusterIP
+	// is treated as dirty.
+	settled bool
+	arms    map[netip.Addr]UDPArm
 }
 
 func newSelector() *selector {
@@ -232,7 +235,7 @@ func (s *selector) set(k registry.Key, e *routeEval) bool {
 	}
 	if old != nil {
 		for _, ip := range old.ips {
-			s.dirty[ip] = true
+			s.markDirty(ip)
 			// A route leaving a shared ClusterIP can clear another route's
 			// parent_conflict.
 			if len(s.claims[ip]) > 1 {
@@ -253,7 +256,7 @@ func (s *selector) set(k registry.Key, e *routeEval) bool {
 	if e != nil {
 		s.routes[k] = e
 		for _, ip := range e.ips {
-			s.dirty[ip] = true
+			s.markDirty(ip)
 			if i, ok := slices.BinarySearchFunc(s.claims[ip], k, cmpKey); !ok {
 				s.claims[ip] = slices.Insert(s.claims[ip], i, k)
 			}
@@ -268,6 +271,14 @@ func (s *selector) set(k registry.Key, e *routeEval) bool {
 	return true
 }
 
+// markDirty records that ip's claims changed. Until the first selection
+// every ClusterIP is settled anyway, so nothing is recorded.
+func (s *selector) markDirty(ip netip.Addr) {
+	if s.settled {
+		s.dirty[ip] = true
+	}
+}
+
 func cmpKey(a, b registry.Key) int {
 	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
@@ -280,15 +291,14 @@ func cmpKey(a, b registry.Key) int {
 // whether the arms changed. full recomputes every derived list.
 func (s *selector) selection(prev UDPSelection, full bool) (UDPSelection, bool) {
 	armsChanged := full
-	for ip := range s.dirty {
-		cl := s.claims[ip]
+	settle := func(ip netip.Addr, cl []registry.Key) {
 		old, had := s.arms[ip]
 		if len(cl) == 0 {
 			if had {
 				delete(s.arms, ip)
 				armsChanged = true
 			}
-			continue
+			return
 		}
 		a := *s.routes[cl[0]].arm
 		a.ClusterIP = ip
@@ -296,6 +306,16 @@ func (s *selector) selection(prev UDPSelection, full bool) (UDPSelection, bool) 
 			s.arms[ip] = a
 			armsChanged = true
 		}
+	}
+	if s.settled {
+		for ip := range s.dirty {
+			settle(ip, s.claims[ip])
+		}
+	} else {
+		for ip, cl := range s.claims {
+			settle(ip, cl)
+		}
+		s.settled = true
 	}
 	issues := full || s.issues
 	for ip := range s.dirty {

@@ -21,13 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
 // Options configures an Agent.
 type Options struct {
 	Node string
-	Mode CaptureMode
+	Mode constants.CaptureMode
 	// StateDir, when set, receives last-good.json: the published snapshot's
 	// dump, rewritten on every publish, so a rig or an operator can see
 	// what the data plane was last given, and so a restarted agent serves
@@ -61,7 +62,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.Node == "" {
 		return nil, errors.New("agent: node name is required")
 	}
-	if _, err := ParseCaptureMode(string(opts.Mode)); err != nil {
+	if _, err := constants.ParseCaptureMode(string(opts.Mode)); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if opts.Logger == nil {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -46,7 +47,7 @@ func TestDeltaADSPublishRefuseRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	a, err := New(Options{Node: "node-a", Mode: CaptureTProxy, StateDir: filepath.Join(dir, "state"),
+	a, err := New(Options{Node: "node-a", Mode: constants.CaptureTProxy, StateDir: filepath.Join(dir, "state"),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestDeltaADSPublishRefuseRecover(t *testing.T) {
 // invalid resource (an endpoint weight of 0, below Envoy's minimum of 1) is
 // refused by validate_all; the cache keeps the previous version.
 func TestGateRefusalKeepsLastSnapshot(t *testing.T) {
-	a, err := New(Options{Node: "node-a", Mode: CaptureTProxy, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	a, err := New(Options{Node: "node-a", Mode: constants.CaptureTProxy, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -56,7 +57,7 @@ func BenchmarkSnapshotBuild(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := NewBuilder("n1", CaptureTProxy).Build(st, "v1"); err != nil {
+				if _, err := NewBuilder("n1", constants.CaptureTProxy).Build(st, "v1"); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -120,7 +121,7 @@ func BenchmarkOneServiceChange(b *testing.B) {
 	for _, c := range changes {
 		b.Run("kind="+c.kind, func(b *testing.B) {
 			st := benchState(10000)
-			bld := NewBuilder("n1", CaptureTProxy)
+			bld := NewBuilder("n1", constants.CaptureTProxy)
 			if _, err := bld.Build(st, "v0"); err != nil {
 				b.Fatal(err)
 			}
@@ -142,7 +143,7 @@ func BenchmarkOneServiceChange(b *testing.B) {
 // BenchmarkGates is the gate cost on the 1,000-service snapshot, reported
 // beside the build it guards; it is not part of the build targets.
 func BenchmarkGates(b *testing.B) {
-	out, err := NewBuilder("n1", CaptureTProxy).Build(benchState(1000), "v1")
+	out, err := NewBuilder("n1", constants.CaptureTProxy).Build(benchState(1000), "v1")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func BenchmarkGates(b *testing.B) {
 // TestBenchStatePassesGates keeps the benchmark honest: what it builds is a
 // publishable snapshot of the stated shape.
 func TestBenchStatePassesGates(t *testing.T) {
-	out, err := NewBuilder("n1", CaptureTProxy).Build(benchState(100), "v1")
+	out, err := NewBuilder("n1", constants.CaptureTProxy).Build(benchState(100), "v1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -15,7 +16,7 @@ import (
 // /debug/config and the state dir all use it.
 type ConfigDump struct {
 	Node      string                       `json:"node"`
-	Mode      CaptureMode                  `json:"mode"`
+	Mode      constants.CaptureMode        `json:"mode"`
 	Version   string                       `json:"version,omitempty"`
 	Resources map[string][]json.RawMessage `json:"resources"`
 }
@@ -24,7 +25,7 @@ type ConfigDump struct {
 // resources in name order, each resource in protojson. protojson varies its
 // whitespace on purpose, so every resource is compacted before the whole is
 // indented once.
-func DumpResources(node string, mode CaptureMode, version string, res map[resource.Type][]types.Resource) ([]byte, error) {
+func DumpResources(node string, mode constants.CaptureMode, version string, res map[resource.Type][]types.Resource) ([]byte, error) {
 	d := ConfigDump{Node: node, Mode: mode, Version: version, Resources: map[string][]json.RawMessage{}}
 	for typ, list := range res {
 		type named struct {

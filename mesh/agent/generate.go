@@ -32,28 +32,6 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
-// CaptureMode mirrors the CNI's capture mode for UDP.
-type CaptureMode string
-
-const (
-	// CaptureTProxy: mark-and-divert keeps the ClusterIP in the header, so
-	// the matcher's arms select the service and anything else is dropped.
-	CaptureTProxy CaptureMode = "tproxy"
-	// CaptureRedirect: REDIRECT rewrites the destination to loopback, no arm
-	// can match, and on_no_match sends everything to the single tie-break
-	// winner: the pre-038 behaviour, kept as the suites' control.
-	CaptureRedirect CaptureMode = "redirect"
-)
-
-// ParseCaptureMode reads the --capture-mode flag.
-func ParseCaptureMode(s string) (CaptureMode, error) {
-	switch CaptureMode(s) {
-	case CaptureTProxy, CaptureRedirect:
-		return CaptureMode(s), nil
-	}
-	return "", fmt.Errorf("invalid capture mode %q: want tproxy or redirect", s)
-}
-
 // Resource names the agent emits.
 const (
 	BlackholeCluster = "blackhole"
@@ -100,7 +78,7 @@ type Output struct {
 // so the next one starts from scratch.
 type Builder struct {
 	Node string
-	Mode CaptureMode
+	Mode constants.CaptureMode
 
 	seed maphash.Seed
 	warm bool
@@ -241,7 +219,7 @@ type podEntry struct {
 }
 
 // NewBuilder returns a builder for node in mode.
-func NewBuilder(node string, mode CaptureMode) *Builder {
+func NewBuilder(node string, mode constants.CaptureMode) *Builder {
 	b := &Builder{Node: node, Mode: mode, seed: maphash.MakeSeed()}
 	h := b.hasher("cluster")
 	b.clusterVersion = version(h.Sum64())
@@ -884,7 +862,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 		return nil, nil
 	}
 	noMatch := BlackholeCluster
-	if b.Mode == CaptureRedirect && sel.Fallback != nil {
+	if b.Mode == constants.CaptureRedirect && sel.Fallback != nil {
 		noMatch = sel.Fallback.Cluster
 	}
 	if b.udpFilter != nil && noMatch == b.udpNoMatch && len(sel.Arms) == len(b.udpArms) && &sel.Arms[0] == &b.udpArms[0] {

@@ -9,6 +9,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -60,7 +61,7 @@ func TestGoldenSnapshots(t *testing.T) {
 			if len(st.LocalPods(n.Name)) == 0 {
 				continue
 			}
-			for _, mode := range []CaptureMode{CaptureTProxy, CaptureRedirect} {
+			for _, mode := range []constants.CaptureMode{constants.CaptureTProxy, constants.CaptureRedirect} {
 				name := base + "." + n.Name + "." + string(mode)
 				t.Run(name, func(t *testing.T) {
 					out, err := NewBuilder(n.Name, mode).Build(st, "golden")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -105,7 +106,7 @@ func addService(st *registry.State, name string, ip netip.Addr, route bool) {
 // version moves exactly when its resource's content does) and checks that a
 // build never alters an earlier, already published output.
 func TestIncrementalBuildEqualsFromScratch(t *testing.T) {
-	for _, mode := range []CaptureMode{CaptureTProxy, CaptureRedirect} {
+	for _, mode := range []constants.CaptureMode{constants.CaptureTProxy, constants.CaptureRedirect} {
 		t.Run(string(mode), func(t *testing.T) {
 			st := benchState(50)
 			warm := NewBuilder("n1", mode)
@@ -239,7 +240,7 @@ func versionsFollowContent(t *testing.T, edit string, prev, cur *Output) int {
 // without bound, and the result is still the from-scratch one.
 func TestSlabsCompact(t *testing.T) {
 	st := benchState(50)
-	b := NewBuilder("n1", CaptureTProxy)
+	b := NewBuilder("n1", constants.CaptureTProxy)
 	if _, err := b.Build(st, "v0"); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestSlabsCompact(t *testing.T) {
 	if !compacted {
 		t.Fatalf("slabs grew to %d entries over 2000 changes without a compaction", peak)
 	}
-	want, err := NewBuilder("n1", CaptureTProxy).Build(st, "scratch")
+	want, err := NewBuilder("n1", constants.CaptureTProxy).Build(st, "scratch")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	udpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy/match"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
@@ -82,7 +83,7 @@ func TestIPRangeArmForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := NewBuilder("node-a", CaptureTProxy).Build(st, "v1")
+	out, err := NewBuilder("node-a", constants.CaptureTProxy).Build(st, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestIPRangeArmForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = NewBuilder("node-a", CaptureTProxy).Build(st, "v1")
+	out, err = NewBuilder("node-a", constants.CaptureTProxy).Build(st, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestIPRangeFormFollowsChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewBuilder("node-a", CaptureTProxy)
+	b := NewBuilder("node-a", constants.CaptureTProxy)
 	form := func(step string) string {
 		out, err := b.Build(st, step)
 		if err != nil {

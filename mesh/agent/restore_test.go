@@ -12,12 +12,13 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
 func quietAgent(t *testing.T, node, stateDir string) *Agent {
 	t.Helper()
-	a, err := New(Options{Node: node, Mode: CaptureTProxy, StateDir: stateDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	a, err := New(Options{Node: node, Mode: constants.CaptureTProxy, StateDir: stateDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

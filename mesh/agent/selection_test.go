@@ -9,6 +9,7 @@ import (
 	udpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -141,7 +142,7 @@ func TestOnNoMatchFollowsCaptureMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for mode, want := range map[CaptureMode]string{CaptureTProxy: BlackholeCluster, CaptureRedirect: "udp:b.t"} {
+	for mode, want := range map[constants.CaptureMode]string{constants.CaptureTProxy: BlackholeCluster, constants.CaptureRedirect: "udp:b.t"} {
 		out, err := NewBuilder("n1", mode).Build(st, "v1")
 		if err != nil {
 			t.Fatal(err)

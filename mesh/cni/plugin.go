@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -41,7 +42,7 @@ type Config struct {
 	// Counters adds a counter to every capture rule.
 	Counters bool `json:"counters,omitempty"`
 
-	mode Mode
+	mode constants.CaptureMode
 	log  *slog.Logger
 }
 

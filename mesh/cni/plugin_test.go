@@ -63,7 +63,7 @@ var _ = Describe("the chained plugin", func() {
 			Expect(res.Interfaces[0].Sandbox).To(Equal(p.pod.Path))
 			Expect(out).NotTo(BeEmpty())
 
-			want, err := Build(ModeTProxy, Pod{Addrs: p.addrs}, Options{})
+			want, err := Build(constants.CaptureTProxy, Pod{Addrs: p.addrs}, Options{})
 			Expect(err).NotTo(HaveOccurred())
 			got, err := (&Installer{NetnsPath: p.pod.Path}).State()
 			Expect(err).NotTo(HaveOccurred())

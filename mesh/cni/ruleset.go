@@ -16,25 +16,13 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 )
 
-// Mode is the capture mechanism.
-type Mode string
-
-const (
-	// ModeTProxy is mark-and-divert: the header reaches the proxy intact.
-	ModeTProxy Mode = "tproxy"
-	// ModeRedirect rewrites the destination to loopback (the control).
-	ModeRedirect Mode = "redirect"
-)
-
-// ParseMode accepts a mode name; empty means the default, tproxy.
-func ParseMode(s string) (Mode, error) {
-	switch Mode(s) {
-	case "":
-		return ModeTProxy, nil
-	case ModeTProxy, ModeRedirect:
-		return Mode(s), nil
+// ParseMode reads the plugin's captureMode key; empty means the default,
+// tproxy.
+func ParseMode(s string) (constants.CaptureMode, error) {
+	if s == "" {
+		return constants.CaptureTProxy, nil
 	}
-	return "", fmt.Errorf("unknown capture mode %q: want %q or %q", s, ModeTProxy, ModeRedirect)
+	return constants.ParseCaptureMode(s)
 }
 
 // Family is an nftables table family, which doubles as the address family
@@ -178,7 +166,7 @@ func (r RuleSet) Empty() bool {
 
 // Build returns the capture rule set for mode in a pod with the given
 // addresses. It touches no kernel.
-func Build(mode Mode, pod Pod, opts Options) (RuleSet, error) {
+func Build(mode constants.CaptureMode, pod Pod, opts Options) (RuleSet, error) {
 	if _, err := ParseMode(string(mode)); err != nil || mode == "" {
 		return RuleSet{}, fmt.Errorf("failed to build capture rules: unknown capture mode %q", mode)
 	}
@@ -190,9 +178,9 @@ func Build(mode Mode, pod Pod, opts Options) (RuleSet, error) {
 	for _, fam := range fams {
 		chain := Chain{Name: ChainName, Hook: "output", Policy: "accept"}
 		switch mode {
-		case ModeTProxy:
+		case constants.CaptureTProxy:
 			chain.Type, chain.Priority = "route", PriorityMangle
-		case ModeRedirect:
+		case constants.CaptureRedirect:
 			chain.Type, chain.Priority = "nat", PriorityDstNAT
 		}
 		// The proxy's own egress returns first, in both modes: without this
@@ -203,9 +191,9 @@ func Build(mode Mode, pod Pod, opts Options) (RuleSet, error) {
 			for _, port := range constants.CapturedPorts()[t] {
 				r := Rule{L4Proto: protoNumber(t), DPort: port, Counter: opts.Counters}
 				switch mode {
-				case ModeTProxy:
+				case constants.CaptureTProxy:
 					r.Action, r.Arg = ActionSetMark, constants.CaptureDivertFwMark
-				case ModeRedirect:
+				case constants.CaptureRedirect:
 					// The same port: the listener binds the dialled port,
 					// which is not a free variable (DESIGN, the data path).
 					r.Action, r.Arg = ActionRedirect, uint32(port)
@@ -214,7 +202,7 @@ func Build(mode Mode, pod Pod, opts Options) (RuleSet, error) {
 			}
 		}
 		rs.Tables = append(rs.Tables, Table{Family: fam, Name: TableName, Chains: []Chain{chain}})
-		if mode == ModeTProxy {
+		if mode == constants.CaptureTProxy {
 			rs.IPRules = append(rs.IPRules, IPRule{
 				Family:   fam,
 				Priority: constants.CaptureRulePriority,

@@ -16,7 +16,7 @@ import (
 
 // goldenCase is one cell of mode × family × options.
 type goldenCase struct {
-	mode   Mode
+	mode   constants.CaptureMode
 	family string // "ipv4", "ipv6", "dual"
 	opts   Options
 }
@@ -42,7 +42,7 @@ func (c goldenCase) pod() Pod {
 
 func goldenCases() []goldenCase {
 	var out []goldenCase
-	for _, m := range []Mode{ModeTProxy, ModeRedirect} {
+	for _, m := range []constants.CaptureMode{constants.CaptureTProxy, constants.CaptureRedirect} {
 		for _, f := range []string{"ipv4", "ipv6", "dual"} {
 			for _, o := range []Options{{}, {Counters: true}} {
 				out = append(out, goldenCase{m, f, o})
@@ -68,7 +68,7 @@ var _ = Describe("Build", func() {
 	}, goldenEntries())
 
 	It("diverts exactly the pinned ports, after the passthrough return, in tproxy mode", func() {
-		rs, err := Build(ModeTProxy, goldenCase{family: "dual"}.pod(), Options{})
+		rs, err := Build(constants.CaptureTProxy, goldenCase{family: "dual"}.pod(), Options{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rs.Tables).To(HaveLen(2))
 		for _, t := range rs.Tables {
@@ -89,7 +89,7 @@ var _ = Describe("Build", func() {
 	})
 
 	It("redirects to the dialled port and installs no divert pair in redirect mode", func() {
-		rs, err := Build(ModeRedirect, goldenCase{family: "ipv4"}.pod(), Options{})
+		rs, err := Build(constants.CaptureRedirect, goldenCase{family: "ipv4"}.pod(), Options{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rs.IPRules).To(BeEmpty())
 		Expect(rs.Routes).To(BeEmpty())
@@ -102,7 +102,7 @@ var _ = Describe("Build", func() {
 	})
 
 	It("builds rules only for the families the pod has", func() {
-		rs, err := Build(ModeTProxy, goldenCase{family: "ipv6"}.pod(), Options{})
+		rs, err := Build(constants.CaptureTProxy, goldenCase{family: "ipv6"}.pod(), Options{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rs.Tables).To(HaveLen(1))
 		Expect(rs.Tables[0].Family).To(Equal(IPv6))
@@ -112,7 +112,7 @@ var _ = Describe("Build", func() {
 	It("rejects an unknown mode and a pod without addresses", func() {
 		_, err := Build("ebpf", goldenCase{family: "ipv4"}.pod(), Options{})
 		Expect(err).To(MatchError(ContainSubstring(`unknown capture mode "ebpf"`)))
-		_, err = Build(ModeTProxy, Pod{}, Options{})
+		_, err = Build(constants.CaptureTProxy, Pod{}, Options{})
 		Expect(err).To(MatchError(ContainSubstring("no IPv4 or IPv6 address")))
 	})
 
@@ -140,18 +140,18 @@ var _ = Describe("Build", func() {
 	})
 
 	It("names missing, unexpected and reordered objects", func() {
-		want, err := Build(ModeTProxy, goldenCase{family: "ipv4"}.pod(), Options{})
+		want, err := Build(constants.CaptureTProxy, goldenCase{family: "ipv4"}.pod(), Options{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(Compare(want, want).None()).To(BeTrue())
 
-		got, _ := Build(ModeTProxy, goldenCase{family: "ipv4"}.pod(), Options{})
+		got, _ := Build(constants.CaptureTProxy, goldenCase{family: "ipv4"}.pod(), Options{})
 		got.IPRules = nil
 		d := Compare(want, got)
 		Expect(d.Missing).To(ConsistOf("ip rule 100: from all fwmark 0xae71 lookup 2791"))
 		Expect(d.Unexpected).To(BeEmpty())
 		Expect(d.Diff).To(ContainSubstring("-ip rule 100"))
 
-		got, _ = Build(ModeTProxy, goldenCase{family: "ipv4"}.pod(), Options{})
+		got, _ = Build(constants.CaptureTProxy, goldenCase{family: "ipv4"}.pod(), Options{})
 		rules := got.Tables[0].Chains[0].Rules
 		rules[0], rules[1] = rules[1], rules[0]
 		d = Compare(want, got)
@@ -202,7 +202,7 @@ var _ = Describe("Installer in a fresh netns", func() {
 	}, goldenEntries())
 
 	It("removes only what it owns", func() {
-		rs, err := Build(ModeTProxy, goldenCase{family: "dual"}.pod(), Options{})
+		rs, err := Build(constants.CaptureTProxy, goldenCase{family: "dual"}.pod(), Options{})
 		Expect(err).NotTo(HaveOccurred())
 		in := &Installer{NetnsPath: n.Path}
 		Expect(in.Install(rs)).To(Succeed())
@@ -221,8 +221,8 @@ var _ = Describe("Installer in a fresh netns", func() {
 
 	It("switches modes cleanly on reinstall", func() {
 		pod := goldenCase{family: "dual"}.pod()
-		tp, _ := Build(ModeTProxy, pod, Options{})
-		rd, _ := Build(ModeRedirect, pod, Options{})
+		tp, _ := Build(constants.CaptureTProxy, pod, Options{})
+		rd, _ := Build(constants.CaptureRedirect, pod, Options{})
 		in := &Installer{NetnsPath: n.Path}
 		Expect(in.Install(tp)).To(Succeed())
 		Expect(in.Install(rd)).To(Succeed())

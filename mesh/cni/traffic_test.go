@@ -34,7 +34,7 @@ type trafficRig struct {
 	p *podNet
 }
 
-func (r *trafficRig) withMode(mode Mode, fn func() (redgreen.Observation, error)) (redgreen.Observation, error) {
+func (r *trafficRig) withMode(mode constants.CaptureMode, fn func() (redgreen.Observation, error)) (redgreen.Observation, error) {
 	a := cmdArgs(r.p.pod.Path, netConf("1.1.0", prevResult(r.p.pod.Path, r.p.addrs), map[string]any{"captureMode": string(mode)}))
 	if _, _, err := testutils.CmdAddWithArgs(a, func() error { return Add(a) }); err != nil {
 		return redgreen.Observation{}, fmt.Errorf("ADD in %s mode: %w", mode, err)
@@ -98,7 +98,7 @@ func (r *trafficRig) suite() redgreen.Suite {
 				Description: "captureMode=redirect: nat output redirect to the same port",
 				Expect:      "delivered, ipi_addr = 127.0.0.1 (the rewritten address), not the ClusterIP",
 				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(ModeRedirect, func() (redgreen.Observation, error) {
+					return r.withMode(constants.CaptureRedirect, func() (redgreen.Observation, error) {
 						m, err := r.udpToVIP("redirect", vip)
 						return udpObservation(m), err
 					})
@@ -115,7 +115,7 @@ func (r *trafficRig) suite() redgreen.Suite {
 				Description: "captureMode=tproxy: a datagram from the pod to 10.96.0.10:18082",
 				Expect:      "delivered to the pod's transparent listener, ipi_addr = 10.96.0.10",
 				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(ModeTProxy, func() (redgreen.Observation, error) {
+					return r.withMode(constants.CaptureTProxy, func() (redgreen.Observation, error) {
 						m, err := r.udpToVIP("tproxy", vip)
 						return udpObservation(m), err
 					})
@@ -132,7 +132,7 @@ func (r *trafficRig) suite() redgreen.Suite {
 				Description: "captureMode=tproxy: a datagram from the pod to [fd00:96::a]:18082 (the ip6 table and the ip -6 rule/route pair)",
 				Expect:      "delivered to the pod's transparent IPv6 listener, ipi6_addr = fd00:96::a",
 				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(ModeTProxy, func() (redgreen.Observation, error) {
+					return r.withMode(constants.CaptureTProxy, func() (redgreen.Observation, error) {
 						m, err := r.udpToVIP("tproxy6", vip6)
 						return udpObservation(m), err
 					})
@@ -149,7 +149,7 @@ func (r *trafficRig) suite() redgreen.Suite {
 				Description: "captureMode=tproxy: a TCP connect from the pod to 10.96.0.10:18082",
 				Expect:      "accepted by the pod's transparent listener with local address 10.96.0.10:18082",
 				Run: func(ctx context.Context) (redgreen.Observation, error) {
-					return r.withMode(ModeTProxy, func() (redgreen.Observation, error) { return r.tcpToVIP(ctx) })
+					return r.withMode(constants.CaptureTProxy, func() (redgreen.Observation, error) { return r.tcpToVIP(ctx) })
 				},
 				Check: func(o redgreen.Observation) error {
 					if o.Facts["local"] != vip.String() {
@@ -163,7 +163,7 @@ func (r *trafficRig) suite() redgreen.Suite {
 				Description: "captureMode=tproxy: the proxy's own egress, SO_MARK 0xae7e, to 10.96.0.10:18082",
 				Expect:      "not captured (the pod listener gets nothing) and delivered to the node; an unmarked datagram right after is captured",
 				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(ModeTProxy, r.passthrough)
+					return r.withMode(constants.CaptureTProxy, r.passthrough)
 				},
 				Check: func(o redgreen.Observation) error {
 					if o.Facts["pod_got_marked"] != false || o.Facts["node_got_marked"] != true || o.Facts["pod_got_unmarked"] != true {

@@ -4,6 +4,8 @@
 // a test in this package; changing one is a mesh-wide, breaking change.
 package constants
 
+import "fmt"
+
 // Transport names a layer-4 protocol a port role serves.
 type Transport string
 
@@ -98,4 +100,29 @@ func ForeignMarks() []Mark {
 		{Name: "kube-proxy drop", Value: 0x8000, Mask: 0x8000},
 		{Name: "istio", Value: 0x539, Mask: 0xfff},
 	}
+}
+
+// CaptureMode is how the pod netns captures mesh traffic; the CNI installs
+// it and the agent configures the proxy for it, so both read the same value
+// (038 R6: TCP can follow later as a flag flip over a tested path).
+type CaptureMode string
+
+const (
+	// CaptureTProxy is mark-and-divert: the header reaches the proxy intact,
+	// so the matcher's arms select a service by its ClusterIP.
+	CaptureTProxy CaptureMode = "tproxy"
+	// CaptureRedirect is nftables REDIRECT: the destination is rewritten to
+	// loopback, no arm can match, and on_no_match carries everything to the
+	// tie-break winner. It is the pre-038 behaviour, kept as every selection
+	// suite's control.
+	CaptureRedirect CaptureMode = "redirect"
+)
+
+// ParseCaptureMode reads a capture mode name.
+func ParseCaptureMode(s string) (CaptureMode, error) {
+	switch CaptureMode(s) {
+	case CaptureTProxy, CaptureRedirect:
+		return CaptureMode(s), nil
+	}
+	return "", fmt.Errorf("unknown capture mode %q: want %q or %q", s, CaptureTProxy, CaptureRedirect)
 }

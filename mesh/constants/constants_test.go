@@ -113,3 +113,17 @@ func TestForeignMarkCollisionsArePinned(t *testing.T) {
 		t.Fatal("0xae71 must not match masquerade 0x4000/0x4000")
 	}
 }
+
+func TestParseCaptureMode(t *testing.T) {
+	for _, s := range []string{"tproxy", "redirect"} {
+		if m, err := ParseCaptureMode(s); err != nil || string(m) != s {
+			t.Errorf("ParseCaptureMode(%q) = %q, %v", s, m, err)
+		}
+	}
+	for _, s := range []string{"", "TPROXY", "ebpf"} {
+		_, err := ParseCaptureMode(s)
+		if err == nil || !strings.Contains(err.Error(), `"`+s+`"`) {
+			t.Errorf("ParseCaptureMode(%q) = %v, want an error naming the value", s, err)
+		}
+	}
+}

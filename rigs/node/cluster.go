@@ -13,29 +13,22 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"sigs.k8s.io/yaml"
 )
 
-// CaptureMode is the capture the cluster configures in aether-cni and the
-// agent alike.
-type CaptureMode string
-
-const (
-	// NoMesh builds the network and the backends only: no aether-cni in the
-	// chain, no agent, no proxy.
-	NoMesh   CaptureMode = ""
-	Redirect CaptureMode = "redirect"
-	TProxy   CaptureMode = "tproxy"
-)
+// NoMesh, as a cluster's capture mode, builds the network and the backends
+// only: no aether-cni in the chain, no agent, no proxy.
+const NoMesh constants.CaptureMode = ""
 
 // Config describes a cluster to bring up.
 type Config struct {
 	// Scenario is the path of a scenario file (mesh/registry format).
 	Scenario string
 	// Mode is the capture mode given to aether-cni and aether-agent.
-	Mode CaptureMode
+	Mode constants.CaptureMode
 	// RunDir receives the registry file, the CNI cache, process logs and
 	// backend records. Empty: a new temporary directory, left in place.
 	RunDir string
@@ -48,7 +41,7 @@ type Config struct {
 
 // Cluster is a running embedded cluster.
 type Cluster struct {
-	Mode   CaptureMode
+	Mode   constants.CaptureMode
 	RunDir string
 	// RegistryFile is the scenario the agents watch, netns paths filled in.
 	RegistryFile string
@@ -110,9 +103,9 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	switch cfg.Mode {
-	case NoMesh, Redirect, TProxy:
+	case NoMesh, constants.CaptureRedirect, constants.CaptureTProxy:
 	default:
-		return nil, fmt.Errorf("unknown capture mode %q (want %q or %q)", cfg.Mode, Redirect, TProxy)
+		return nil, fmt.Errorf("unknown capture mode %q (want %q or %q)", cfg.Mode, constants.CaptureRedirect, constants.CaptureTProxy)
 	}
 	sc, st, err := loadScenario(cfg.Scenario)
 	if err != nil {

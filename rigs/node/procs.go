@@ -360,7 +360,7 @@ func (c *Cluster) expectedListeners(nodeName string) ([]string, error) {
 	}
 	st.DeriveEndpoints()
 	st.Sort()
-	out, err := agent.NewBuilder(nodeName, agent.CaptureMode(c.Mode)).Build(st, "rig")
+	out, err := agent.NewBuilder(nodeName, c.Mode).Build(st, "rig")
 	if err != nil {
 		return nil, fmt.Errorf("failed to compute node %s's listeners: %w", nodeName, err)
 	}

@@ -64,7 +64,7 @@ const (
 
 // selection sends perService datagrams to svc-a and svc-b and reports where
 // each service's datagrams landed.
-func selection(ctx context.Context, r *rig, mode node.CaptureMode) (redgreen.Observation, error) {
+func selection(ctx context.Context, r *rig, mode constants.CaptureMode) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
 	c, err := r.cluster(ctx, mode)
 	if err != nil {
@@ -164,9 +164,9 @@ func cases(r *rig) []redgreen.Case {
 			Description: "svc-a and svc-b on one node, REDIRECT capture in aether-cni and the agent",
 			Expect:      "both services' datagrams at one backend, the tie-break winner's (svc-a, route weight 2)",
 			Run: func(ctx context.Context) (redgreen.Observation, error) {
-				obs, err := selection(ctx, r, node.Redirect)
+				obs, err := selection(ctx, r, constants.CaptureRedirect)
 				// The control's cluster is done with: free it for the subject.
-				return obs, errors.Join(err, r.close(node.Redirect))
+				return obs, errors.Join(err, r.close(constants.CaptureRedirect))
 			},
 			Check: checkCollapse,
 		},
@@ -174,8 +174,10 @@ func cases(r *rig) []redgreen.Case {
 			Name: "selection-tproxy", Role: redgreen.Subject,
 			Description: "svc-a and svc-b on one node, TPROXY mark-and-divert capture",
 			Expect:      "every datagram at its own service's backend; every reply from VIP:18082",
-			Run:         func(ctx context.Context) (redgreen.Observation, error) { return selection(ctx, r, node.TProxy) },
-			Check:       func(o redgreen.Observation) error { return checkOwn(o, "svc-a", "svc-b") },
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				return selection(ctx, r, constants.CaptureTProxy)
+			},
+			Check: func(o redgreen.Observation) error { return checkOwn(o, "svc-a", "svc-b") },
 		},
 		{
 			Name: "twenty-services", Role: redgreen.Subject,
@@ -224,7 +226,7 @@ func cases(r *rig) []redgreen.Case {
 
 func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, node.TProxy)
+	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
 	}
@@ -289,7 +291,7 @@ func checkTwenty(o redgreen.Observation) error {
 
 func runNoRoute(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, node.TProxy)
+	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
 	}
@@ -352,7 +354,7 @@ func checkNoRoute(o redgreen.Observation) error {
 
 func runInbound(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, node.TProxy)
+	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
 	}
@@ -417,7 +419,7 @@ func checkInbound(o redgreen.Observation) error {
 
 func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, node.TProxy)
+	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
 	}
@@ -512,7 +514,7 @@ func awaitDelivery(ctx context.Context, c *node.Cluster, ip netip.Addr, tag, pod
 
 func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, node.TProxy)
+	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
 	}
@@ -569,7 +571,7 @@ func checkDrain(o redgreen.Observation) error {
 
 func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, node.TProxy)
+	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
 	}

@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
@@ -41,10 +42,10 @@ const scenario = "../../fixtures/scenarios/udproute.yaml"
 type rig struct {
 	bin      node.Binaries
 	runRoot  string
-	clusters map[node.CaptureMode]*node.Cluster
+	clusters map[constants.CaptureMode]*node.Cluster
 }
 
-func (r *rig) cluster(ctx context.Context, mode node.CaptureMode) (*node.Cluster, error) {
+func (r *rig) cluster(ctx context.Context, mode constants.CaptureMode) (*node.Cluster, error) {
 	if c := r.clusters[mode]; c != nil {
 		return c, nil
 	}
@@ -57,7 +58,7 @@ func (r *rig) cluster(ctx context.Context, mode node.CaptureMode) (*node.Cluster
 	return c, nil
 }
 
-func (r *rig) close(mode node.CaptureMode) error {
+func (r *rig) close(mode constants.CaptureMode) error {
 	c := r.clusters[mode]
 	delete(r.clusters, mode)
 	if c == nil {
@@ -88,7 +89,7 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 			Expect(node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node")).To(Succeed())
 		}
 		r = &rig{bin: node.Binaries{Dir: binDir, Node: filepath.Join(binDir, "aether-node")}, runRoot: runRoot,
-			clusters: map[node.CaptureMode]*node.Cluster{}}
+			clusters: map[constants.CaptureMode]*node.Cluster{}}
 
 		suite := redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082", Cases: cases(r)}
 		result = redgreen.Run(ctx, suite)

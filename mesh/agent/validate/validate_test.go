@@ -20,6 +20,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -49,7 +50,7 @@ func good(t *testing.T) validate.Resources {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := agent.NewBuilder("n1", agent.CaptureTProxy).Build(st, "v1")
+	out, err := agent.NewBuilder("n1", constants.CaptureTProxy).Build(st, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,7 @@ func TestSharedContentCheckedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := agent.NewBuilder("n1", agent.CaptureTProxy).Build(st, "v1")
+	out, err := agent.NewBuilder("n1", constants.CaptureTProxy).Build(st, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/aether-mesh/aether/mesh/agent"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/registry/kube"
 )
@@ -65,7 +66,7 @@ func run() error {
 	if len(listen) == 0 {
 		return errors.New("at least one --listen address is required")
 	}
-	cm, err := agent.ParseCaptureMode(*mode)
+	cm, err := constants.ParseCaptureMode(*mode)
 	if err != nil {
 		return fmt.Errorf("--capture-mode: %w", err)
 	}

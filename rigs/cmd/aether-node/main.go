@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 )
@@ -151,7 +152,7 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: node.CaptureMode(mode), RunDir: runDir,
+	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aether-mesh/aether/mesh/cni"
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/netns"
 )
@@ -97,7 +98,7 @@ func NewRig(t testing.TB, backends int) *Rig {
 			fail(s.what, err)
 		}
 	}
-	rs, err := cni.Build(cni.ModeTProxy, cni.Pod{Addrs: []netip.Prefix{PodAddr}}, cni.Options{})
+	rs, err := cni.Build(constants.CaptureTProxy, cni.Pod{Addrs: []netip.Prefix{PodAddr}}, cni.Options{})
 	if err != nil {
 		fail("capture rules", err)
 	}

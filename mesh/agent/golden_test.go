@@ -1,13 +1,11 @@
 package agent
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/pmezard/go-difflib/difflib"
-
+	"github.com/aether-mesh/aether/fixtures/golden"
 	"github.com/aether-mesh/aether/mesh/agent/validate"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -17,30 +15,6 @@ const (
 	scenarioDir = "../../fixtures/scenarios"
 	goldenDir   = "../../fixtures/xds"
 )
-
-// compareGolden fails with a unified diff unless got equals the golden file;
-// REFRESH_GOLDEN=true rewrites it instead.
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if os.Getenv("REFRESH_GOLDEN") == "true" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("failed to refresh golden file %q: %v", path, err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("failed to read golden file %q (REFRESH_GOLDEN=true creates it): %v", path, err)
-	}
-	if string(want) == string(got) {
-		return
-	}
-	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(want)), B: difflib.SplitLines(string(got)),
-		FromFile: path, ToFile: "generated", Context: 3,
-	})
-	t.Errorf("generated xDS differs from %s (REFRESH_GOLDEN=true to accept):\n%s", path, diff)
-}
 
 // TestGoldenSnapshots generates every fixture scenario for every node that
 // has local pods, in both capture modes, checks the gates and compares the
@@ -75,7 +49,9 @@ func TestGoldenSnapshots(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					compareGolden(t, filepath.Join(goldenDir, name+".json"), got)
+					if err := golden.Check(filepath.Join(goldenDir, name+".json"), "generated xDS", got); err != nil {
+						t.Error(err)
+					}
 				})
 				compared++
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -14,6 +13,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/aether-mesh/aether/fixtures/golden"
 	"github.com/aether-mesh/aether/rigs/netns"
 )
 
@@ -184,28 +184,14 @@ func nftGeneration(n *netns.NS) (uint32, error) {
 // goldenDir holds the rendered rule sets, one per case.
 var goldenDir = filepath.Join("..", "..", "fixtures", "cni")
 
-// checkGolden compares text with the golden file for name. With
-// REFRESH_GOLDEN=true it rewrites the file instead.
+// checkGolden compares text with the golden file for name, or rewrites it
+// under REFRESH_GOLDEN=true.
 func checkGolden(name, text string) error {
-	p := filepath.Join(goldenDir, name+".golden")
-	if os.Getenv("REFRESH_GOLDEN") == "true" {
-		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, []byte(text), 0o644)
-	}
-	return compareGolden(name, text)
+	return golden.Check(filepath.Join(goldenDir, name+".golden"), "rendered", []byte(text))
 }
 
-// compareGolden compares without ever rewriting.
+// compareGolden compares without ever rewriting: the kernel's listing must
+// match the golden the builder wrote.
 func compareGolden(name, text string) error {
-	p := filepath.Join(goldenDir, name+".golden")
-	want, err := os.ReadFile(p)
-	if err != nil {
-		return fmt.Errorf("failed to read golden file %s (REFRESH_GOLDEN=true writes it): %w", p, err)
-	}
-	if string(want) != text {
-		return fmt.Errorf("%s differs from the rendering (REFRESH_GOLDEN=true rewrites it):\n%s", p, UnifiedDiff(p, "rendered", string(want), text))
-	}
-	return nil
+	return golden.Compare(filepath.Join(goldenDir, name+".golden"), "listed back", []byte(text))
 }

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pmezard/go-difflib/difflib"
-
+	"github.com/aether-mesh/aether/fixtures/golden"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
@@ -208,28 +207,6 @@ func TestIndex(t *testing.T) {
 	}
 }
 
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if os.Getenv("REFRESH_GOLDEN") == "true" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("failed to refresh golden file %q: %v", path, err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("failed to read golden file %q (REFRESH_GOLDEN=true creates it): %v", path, err)
-	}
-	if bytes.Equal(want, got) {
-		return
-	}
-	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(want)), B: difflib.SplitLines(string(got)),
-		FromFile: path, ToFile: "graded now", Context: 3,
-	})
-	t.Errorf("gate table differs from %s (REFRESH_GOLDEN=true to accept):\n%s", path, diff)
-}
-
 // The gate tables of the fixture soaks, as aether-soak prints them.
 func TestGateTablesGolden(t *testing.T) {
 	gs := fixtureGrades(t)
@@ -243,7 +220,9 @@ func TestGateTablesGolden(t *testing.T) {
 		b.WriteString(Text(gs[n]))
 		b.WriteString("\n")
 	}
-	compareGolden(t, "testdata/fixture-gates.golden", b.Bytes())
+	if err := golden.Check("testdata/fixture-gates.golden", "graded now", b.Bytes()); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestWriteSoakAndLoadGrade(t *testing.T) {

@@ -2,14 +2,12 @@ package phase0
 
 import (
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/pmezard/go-difflib/difflib"
-
+	"github.com/aether-mesh/aether/fixtures/golden"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 )
@@ -111,28 +109,9 @@ func TestRulesetsGolden(t *testing.T) {
 	b.WriteString(Render(MaskedDropRuleset(KubeProxyDrop())))
 	got := b.String()
 
-	path := filepath.Join("testdata", "rulesets.golden")
-	if os.Getenv("REFRESH_GOLDEN") == "true" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
+	if err := golden.Check(filepath.Join("testdata", "rulesets.golden"), "rendered rule sets", []byte(got)); err != nil {
+		t.Error(err)
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("failed to read golden file %q (REFRESH_GOLDEN=true creates it): %v", path, err)
-	}
-	if string(want) == got {
-		return
-	}
-	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(want)), B: difflib.SplitLines(got),
-		FromFile: path, ToFile: "rendered", Context: 3,
-	})
-	t.Errorf("rendered rule sets differ from %s (REFRESH_GOLDEN=true to accept):\n%s", path, diff)
 }
 
 func itoa(i int) string   { return strconv.Itoa(i) }

@@ -127,6 +127,13 @@ type Builder struct {
 	clusterList, claList []types.Resource
 
 	idx [numTypes]typeIndex
+
+	// encBuf and textBuf are the chunks encoded messages and versions are
+	// carved from (see marshal); proxy is the scratch tcp_proxy encoded
+	// for every TCP chain.
+	encBuf, textBuf []byte
+	proxy           tcpproxy.TcpProxy
+	proxyCluster    tcpproxy.TcpProxy_Cluster
 }
 
 // The resource types the agent emits, as indexes into Builder.idx.
@@ -192,6 +199,9 @@ type svcEntry struct {
 	udp, tcp  *svcClusters
 	tcpChain  *listener.FilterChain
 	chainFP   uint64
+	// udpBuf and tcpBuf hold what udp and tcp point to, in the entry's own
+	// allocation.
+	udpBuf, tcpBuf svcClusters
 }
 
 // readyEndpoint is what a load assignment reads of an endpoint.
@@ -326,13 +336,10 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 		n := len(st.UDPRoutes) + len(st.UDPRoutes)/4
 		b.parentSlab, b.ruleSlab = make([]registry.ParentRef, 0, n), make([]registry.UDPRouteRule, 0, n)
 		b.backendSlab, b.weightSlab = make([]registry.BackendRef, 0, n), make([]int32, 0, n)
-		for i := range b.idx {
-			hint := 2*len(st.Services) + 1
-			if i == listenerIdx {
-				hint = 2 * len(st.Pods)
-			}
-			b.idx[i].items, b.idx[i].versions = make(map[string]types.ResourceWithTTL, hint), make(map[string]string, hint)
-		}
+		// The cluster and endpoint indexes are filled after the walk, when
+		// their sizes are known (indexAll).
+		li := &b.idx[listenerIdx]
+		li.items, li.versions = make(map[string]types.ResourceWithTTL, 2*len(st.Pods)), make(map[string]string, 2*len(st.Pods))
 	}
 	b.deps = deps
 	b.gen++
@@ -340,7 +347,6 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 
 	if full {
 		b.blackhole = blackhole()
-		b.idx[clusterIdx].set(BlackholeCluster, b.blackhole, "static")
 		b.clusterList, b.claList = nil, nil
 	}
 	chainsChanged := full
@@ -389,7 +395,10 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			if e == nil || ne.chainFP != e.chainFP {
 				chainsChanged = true
 			}
-			changedSvcs = append(changedSvcs, k)
+			if !full {
+				// A full build evaluates every route anyway.
+				changedSvcs = append(changedSvcs, k)
+			}
 			e = ne
 		}
 		b.services = append(b.services, e)
@@ -397,6 +406,9 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	for ; j < len(prev); j++ {
 		chainsChanged = b.dropService(prev[j]) || chainsChanged
 		changedSvcs = append(changedSvcs, prev[j].key)
+	}
+	if full {
+		b.indexAll()
 	}
 	// The lists are rebuilt only when one of their members changed; an
 	// unchanged list is the previous output's (outputs are never mutated).
@@ -700,20 +712,25 @@ func (b *Builder) generateService(svc *registry.Service, eps []registry.Endpoint
 	if old != nil {
 		prevUDP, prevTCP = old.udp, old.tcp
 	}
-	if sp, ok := svc.FirstPort(registry.ProtocolUDP); ok {
-		e.udp = b.clusters(UDPClusterName(k), core.SocketAddress_UDP, sp.TargetPort, e.ready, prevUDP)
+	udpPort, hasUDP := svc.FirstPort(registry.ProtocolUDP)
+	tcpPort, hasTCP := svc.FirstPort(registry.ProtocolTCP)
+	text := newSvcText(k, hasUDP, hasTCP, svc.ClusterIP, e.ready)
+	if hasUDP {
+		e.udp = &e.udpBuf
+		b.clusters(e.udp, text.udp, core.SocketAddress_UDP, udpPort.TargetPort, e.ready, text.addrs, prevUDP)
 	} else if prevUDP != nil {
 		b.dropClusters(prevUDP)
 	}
-	if sp, ok := svc.FirstPort(registry.ProtocolTCP); ok {
-		name := TCPClusterName(k)
-		e.tcp = b.clusters(name, core.SocketAddress_TCP, sp.TargetPort, e.ready, prevTCP)
+	if hasTCP {
+		name := text.tcp
+		e.tcp = &e.tcpBuf
+		b.clusters(e.tcp, name, core.SocketAddress_TCP, tcpPort.TargetPort, e.ready, text.addrs, prevTCP)
 		h := b.hasher("chain")
 		e.chainFP = h.str(name).addr(svc.ClusterIP).Sum64()
 		if old != nil && old.tcpChain != nil && old.chainFP == e.chainFP {
 			e.tcpChain = old.tcpChain
 		} else {
-			chain, err := tcpChain(name, svc.ClusterIP)
+			chain, err := b.tcpChain(name, svc.ClusterIP, text.clusterIP)
 			if err != nil {
 				return nil, fmt.Errorf("failed to generate the TCP chain of service %s: %w", k, err)
 			}
@@ -745,82 +762,66 @@ func (b *Builder) dropClusters(c *svcClusters) {
 // transport. The cluster depends on its name only, so it is kept (and its
 // version with it: Envoy re-warms a cluster whose CDS entry changes); the
 // load assignment is rebuilt when its port or endpoints moved.
-func (b *Builder) clusters(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, prev *svcClusters) *svcClusters {
+func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, addrs string, prev *svcClusters) {
 	h := b.hasher("cla")
 	h.str(name).u64(uint64(proto)<<16 | uint64(port))
 	for _, ep := range ready {
 		h.addr(ep.ip).u64(uint64(ep.weight))
 	}
 	fp := h.Sum64()
-	c := &svcClusters{claFP: fp}
+	c.claFP = fp
+	// A full build indexes everything at the end (indexAll).
+	full := !b.warm
 	if prev != nil && prev.cluster.GetName() == name {
 		c.cluster = prev.cluster
 	} else {
 		c.cluster = edsCluster(name)
-		// A service cluster's content is a function of its name alone, so
-		// one version per builder serves them all.
-		b.idx[clusterIdx].set(name, c.cluster, b.clusterVersion)
+		if !full {
+			b.idx[clusterIdx].set(name, c.cluster, b.clusterVersion)
+		}
 	}
 	if prev != nil && prev.claFP == fp {
 		c.cla = prev.cla
 	} else {
-		c.cla = loadAssignment(name, proto, port, ready)
-		b.idx[endpointIdx].set(name, c.cla, version(fp))
-	}
-	return c
-}
-
-func tcpChain(name string, ip netip.Addr) (*listener.FilterChain, error) {
-	tp, err := anyOf(&tcpproxy.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: name}})
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode tcp_proxy to %q: %w", name, err)
-	}
-	return &listener.FilterChain{
-		Name: name,
-		// Under mark-and-divert the accepted socket's local address is
-		// the original destination, so the ClusterIP selects the chain
-		// without original_dst.
-		FilterChainMatch: &listener.FilterChainMatch{PrefixRanges: []*core.CidrRange{{
-			AddressPrefix: ip.String(), PrefixLen: wrapperspb.UInt32(uint32(ip.BitLen()))}}},
-		Filters: []*listener.Filter{{Name: TCPProxyFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: tp}}},
-	}, nil
-}
-
-// edsCluster is a service's cluster: EDS over ADS, named for itself.
-func edsCluster(name string) *cluster.Cluster {
-	return &cluster.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
-		ConnectTimeout:       durationpb.New(5 * time.Second),
-		EdsClusterConfig: &cluster.Cluster_EdsClusterConfig{
-			ServiceName: name,
-			EdsConfig: &core.ConfigSource{
-				ResourceApiVersion:    core.ApiVersion_V3,
-				ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}},
-			},
-		},
-	}
-}
-
-// loadAssignment carries the application port (UDPLoadAssignment for udp:
-// clusters): the client dialled the mesh spelling, the backend listens on
-// targetPort.
-func loadAssignment(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint) *endpoint.ClusterLoadAssignment {
-	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
-	if len(ready) > 0 {
-		lbs := make([]*endpoint.LbEndpoint, 0, len(ready))
-		for _, ep := range ready {
-			lbs = append(lbs, &endpoint.LbEndpoint{
-				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
-					Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
-						Protocol: proto, Address: ep.ip.String(), PortSpecifier: &core.SocketAddress_PortValue{PortValue: uint32(port)}}}},
-				}},
-				LoadBalancingWeight: wrapperspb.UInt32(ep.weight),
-			})
+		c.cla = loadAssignment(name, proto, port, ready, addrs)
+		if !full {
+			b.idx[endpointIdx].set(name, c.cla, b.versionOf(fp))
 		}
-		cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}
 	}
-	return cla
+}
+
+// indexAll fills the cluster and endpoint name indexes of a full build in
+// one pass, sized exactly. Filling them one service at a time, between
+// the allocations that build each service's messages, costs a cache miss
+// per insert once the tables outgrow the cache (at 10,000 services they
+// are megabytes); in one tight loop the misses overlap.
+func (b *Builder) indexAll() {
+	n := 0
+	for _, e := range b.services {
+		if e.udp != nil {
+			n++
+		}
+		if e.tcp != nil {
+			n++
+		}
+	}
+	ci, ei := &b.idx[clusterIdx], &b.idx[endpointIdx]
+	ci.items, ci.versions = make(map[string]types.ResourceWithTTL, n+1), make(map[string]string, n+1)
+	ei.items, ei.versions = make(map[string]types.ResourceWithTTL, n), make(map[string]string, n)
+	ci.changed, ei.changed, ci.shared, ei.shared = true, true, false, false
+	ci.items[BlackholeCluster], ci.versions[BlackholeCluster] = types.ResourceWithTTL{Resource: b.blackhole}, "static"
+	for _, e := range b.services {
+		for _, c := range [2]*svcClusters{e.udp, e.tcp} {
+			if c == nil {
+				continue
+			}
+			// A service cluster's content is a function of its name
+			// alone, so one version per builder serves them all.
+			name := c.cluster.GetName()
+			ci.items[name], ci.versions[name] = types.ResourceWithTTL{Resource: c.cluster}, b.clusterVersion
+			ei.items[name], ei.versions[name] = types.ResourceWithTTL{Resource: c.cla}, b.versionOf(c.claFP)
+		}
+	}
 }
 
 func (b *Builder) routeAction(clusterName string) (*matcher.Matcher_OnMatch, error) {

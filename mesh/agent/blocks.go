@@ -1,0 +1,245 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"strconv"
+	"time"
+	"unsafe"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/aether-mesh/aether/mesh/registry"
+)
+
+// A full build of a large mesh is dominated by allocation: every service
+// gives a dozen small messages per cluster, load assignment and filter
+// chain, and the collector then has to find and mark each one. The blocks
+// below put the messages that live and die together (one load
+// assignment's endpoints, one cluster, one filter chain) into a single
+// allocation, and the sub-messages that are the same for every service are
+// shared. Outputs are never mutated after a build, so sharing is safe:
+// the same holds already for the udp_proxy filter and the filter chains
+// every pod's listeners carry.
+
+// Sub-messages every EDS cluster carries unchanged.
+var (
+	edsType        = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
+	edsTimeout     = durationpb.New(5 * time.Second)
+	edsAdsSource   = &core.ConfigSource{ResourceApiVersion: core.ApiVersion_V3, ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}}}
+	hostPrefixLen4 = wrapperspb.UInt32(32)
+	hostPrefixLen6 = wrapperspb.UInt32(128)
+)
+
+// sharedWeights are the load-balancing weights endpoints are most often
+// given; a weight outside them gets its own message.
+var sharedWeights = func() (w [16]*wrapperspb.UInt32Value) {
+	for i := range w {
+		w[i] = wrapperspb.UInt32(uint32(i))
+	}
+	return w
+}()
+
+func lbWeight(w uint32) *wrapperspb.UInt32Value {
+	if w < uint32(len(sharedWeights)) {
+		return sharedWeights[w]
+	}
+	return wrapperspb.UInt32(w)
+}
+
+func hostPrefixLen(ip netip.Addr) *wrapperspb.UInt32Value {
+	if ip.Is4() {
+		return hostPrefixLen4
+	}
+	return hostPrefixLen6
+}
+
+type clusterBlock struct {
+	c   cluster.Cluster
+	eds cluster.Cluster_EdsClusterConfig
+}
+
+// edsCluster is a service's cluster: EDS over ADS, named for itself.
+func edsCluster(name string) *cluster.Cluster {
+	blk := &clusterBlock{}
+	blk.eds.ServiceName, blk.eds.EdsConfig = name, edsAdsSource
+	c := &blk.c
+	c.Name, c.ClusterDiscoveryType, c.ConnectTimeout, c.EdsClusterConfig = name, edsType, edsTimeout, &blk.eds
+	return c
+}
+
+type claBlock struct {
+	cla  endpoint.ClusterLoadAssignment
+	loc  endpoint.LocalityLbEndpoints
+	locs [1]*endpoint.LocalityLbEndpoints
+}
+
+// lbBlock is one endpoint of a load assignment.
+type lbBlock struct {
+	lb   endpoint.LbEndpoint
+	host endpoint.LbEndpoint_Endpoint
+	ep   endpoint.Endpoint
+	addr core.Address
+	sa   core.Address_SocketAddress
+	sock core.SocketAddress
+	port core.SocketAddress_PortValue
+}
+
+// loadAssignment carries the application port (UDPLoadAssignment for udp:
+// clusters): the client dialled the mesh spelling, the backend listens on
+// targetPort. addrs is every ready endpoint's address text, back to back
+// (svcText).
+func loadAssignment(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, addrs string) *endpoint.ClusterLoadAssignment {
+	cb := &claBlock{}
+	cla := &cb.cla
+	cla.ClusterName = name
+	if len(ready) == 0 {
+		return cla
+	}
+	blks := make([]lbBlock, len(ready))
+	lbs := make([]*endpoint.LbEndpoint, len(ready))
+	var scratch [64]byte
+	off := 0
+	for i, ep := range ready {
+		n := len(ep.ip.AppendTo(scratch[:0]))
+		b := &blks[i]
+		b.port.PortValue = uint32(port)
+		b.sock.Protocol, b.sock.Address, b.sock.PortSpecifier = proto, addrs[off:off+n], &b.port
+		off += n
+		b.sa.SocketAddress = &b.sock
+		b.addr.Address = &b.sa
+		b.ep.Address = &b.addr
+		b.host.Endpoint = &b.ep
+		b.lb.HostIdentifier, b.lb.LoadBalancingWeight = &b.host, lbWeight(ep.weight)
+		lbs[i] = &b.lb
+	}
+	cb.loc.LbEndpoints = lbs
+	cb.locs[0] = &cb.loc
+	cla.Endpoints = cb.locs[:]
+	return cla
+}
+
+// svcText is the text a service's pieces carry, sliced from one string:
+// its cluster names, its ClusterIP, and its ready endpoints' addresses
+// back to back (which loadAssignment splits again).
+type svcText struct{ udp, tcp, clusterIP, addrs string }
+
+func newSvcText(k registry.Key, hasUDP, hasTCP bool, ip netip.Addr, ready []readyEndpoint) svcText {
+	nameLen := len("udp:") + len(k.Name) + len(".") + len(k.Namespace)
+	var sb strings.Builder
+	sb.Grow(2*nameLen + (len(ready)+1)*len("255.255.255.255"))
+	var scratch [64]byte
+	for _, p := range []string{"udp:", "tcp:"} {
+		sb.WriteString(p)
+		sb.WriteString(k.Name)
+		sb.WriteByte('.')
+		sb.WriteString(k.Namespace)
+	}
+	sb.Write(ip.AppendTo(scratch[:0]))
+	ipEnd := sb.Len()
+	for _, ep := range ready {
+		sb.Write(ep.ip.AppendTo(scratch[:0]))
+	}
+	s := sb.String()
+	t := svcText{clusterIP: s[2*nameLen : ipEnd], addrs: s[ipEnd:]}
+	if hasUDP {
+		t.udp = s[:nameLen]
+	}
+	if hasTCP {
+		t.tcp = s[nameLen : 2*nameLen]
+	}
+	return t
+}
+
+type chainBlock struct {
+	fc      listener.FilterChain
+	match   listener.FilterChainMatch
+	cidr    core.CidrRange
+	ranges  [1]*core.CidrRange
+	filter  listener.Filter
+	filters [1]*listener.Filter
+	typed   listener.Filter_TypedConfig
+	any     anypb.Any
+}
+
+var tcpProxyTypeURL = typeURL(&tcpproxy.TcpProxy{})
+
+func typeURL(m proto.Message) string {
+	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
+}
+
+// tcpChain is a TCP service's filter chain: its ClusterIP selects the
+// chain, whose tcp_proxy sends to the service's cluster. ipText is the
+// ClusterIP as text.
+func (b *Builder) tcpChain(name string, ip netip.Addr, ipText string) (*listener.FilterChain, error) {
+	// The encoded tcp_proxy is all the chain keeps, so one message serves
+	// every encoding.
+	b.proxyCluster.Cluster = name
+	b.proxy.StatPrefix, b.proxy.ClusterSpecifier = name, &b.proxyCluster
+	value, err := b.marshal(&b.proxy)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode tcp_proxy to %q: %w", name, err)
+	}
+	blk := &chainBlock{}
+	blk.any.TypeUrl, blk.any.Value = tcpProxyTypeURL, value
+	blk.typed.TypedConfig = &blk.any
+	blk.filter.Name, blk.filter.ConfigType = TCPProxyFilterName, &blk.typed
+	blk.filters[0] = &blk.filter
+	blk.cidr.AddressPrefix, blk.cidr.PrefixLen = ipText, hostPrefixLen(ip)
+	blk.ranges[0] = &blk.cidr
+	blk.match.PrefixRanges = blk.ranges[:]
+	fc := &blk.fc
+	// Under mark-and-divert the accepted socket's local address is the
+	// original destination, so the ClusterIP selects the chain without
+	// original_dst.
+	fc.Name, fc.FilterChainMatch, fc.Filters = name, &blk.match, blk.filters[:]
+	return fc, nil
+}
+
+// textChunk is the size of the byte chunks the builder carves encoded
+// messages and version strings from.
+const textChunk = 32 << 10
+
+// marshal encodes m deterministically (see anyOf) into the builder's byte
+// chunk. A chunk is only ever appended to, so what was carved from it
+// never changes.
+func (b *Builder) marshal(m proto.Message) ([]byte, error) {
+	if cap(b.encBuf)-len(b.encBuf) < 1024 {
+		b.encBuf = make([]byte, 0, textChunk)
+	}
+	start := len(b.encBuf)
+	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(b.encBuf, m)
+	if err != nil {
+		return nil, err
+	}
+	if cap(out) != cap(b.encBuf) {
+		// It did not fit and went to a new array of its own.
+		b.encBuf = nil
+		return out[start:len(out):len(out)], nil
+	}
+	b.encBuf = out
+	return out[start:len(out):len(out)], nil
+}
+
+// versionOf is a fingerprint as a resource version, carved from the
+// builder's text chunk: one allocation per chunk, not per resource.
+func (b *Builder) versionOf(fp uint64) string {
+	const maxLen = 16 // hex digits of a uint64
+	if cap(b.textBuf)-len(b.textBuf) < maxLen {
+		b.textBuf = make([]byte, 0, textChunk)
+	}
+	start := len(b.textBuf)
+	b.textBuf = strconv.AppendUint(b.textBuf, fp, 16)
+	// The bytes are never written again (the chunk only grows), which is
+	// what makes them a string.
+	return unsafe.String(&b.textBuf[start], len(b.textBuf)-start)
+}

@@ -3,8 +3,8 @@ package agent
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 

@@ -336,6 +336,9 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 		n := len(st.UDPRoutes) + len(st.UDPRoutes)/4
 		b.parentSlab, b.ruleSlab = make([]registry.ParentRef, 0, n), make([]registry.UDPRouteRule, 0, n)
 		b.backendSlab, b.weightSlab = make([]registry.BackendRef, 0, n), make([]int32, 0, n)
+		b.sel = newSelectorFor(len(st.UDPRoutes))
+		b.byService = make(map[registry.Key][]registry.Key, len(st.UDPRoutes))
+		b.actions = make(map[string]*matcher.Matcher_OnMatch, len(st.UDPRoutes)+1)
 		// The cluster and endpoint indexes are filled after the walk, when
 		// their sizes are known (indexAll).
 		li := &b.idx[listenerIdx]
@@ -490,6 +493,7 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 	prev := b.routes
 	b.routes = b.spareRoutes[:0]
 	defer func() { b.spareRoutes = clear0(prev) }()
+	svcs := &serviceIndex{st: st}
 	drop := func(re *routeEntry) {
 		b.unindex(re.key, re.eval)
 		b.sel.set(re.key, nil)
@@ -512,7 +516,7 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 			drop(prev[j])
 		}
 		if re == nil || stale[rk] || !sameRoute(&re.spec, r) {
-			ev := evalRoute(st, deps, r)
+			ev := evalRoute(st, svcs, deps, r)
 			if re != nil {
 				b.unindex(rk, re.eval)
 			}

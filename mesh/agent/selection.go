@@ -99,9 +99,10 @@ func better(a, b candidate) bool {
 func SelectUDPRoutes(st *registry.State, deps map[registry.Key]bool) UDPSelection {
 	d := registry.Deps{Keys: deps}
 	s := newSelector()
+	svcs := &serviceIndex{st: st}
 	for ri := range st.UDPRoutes {
 		r := &st.UDPRoutes[ri]
-		s.set(r.Key(), evalRoute(st, d, r))
+		s.set(r.Key(), evalRoute(st, svcs, d, r))
 	}
 	sel, _ := s.selection(UDPSelection{}, true)
 	return sel
@@ -116,6 +117,8 @@ type routeEval struct {
 	noHealthy   bool
 	// arm is the winner, without its ClusterIP; nil when no backend is left.
 	arm *UDPArm
+	// armBuf is what arm points to, in the evaluation's own allocation.
+	armBuf UDPArm
 	// ips are the ClusterIPs the route claims, in parentRef order.
 	ips  []netip.Addr
 	refs []registry.Key
@@ -128,9 +131,58 @@ func (e *routeEval) equal(o *routeEval) bool {
 	return slices.Equal(e.unsupported, o.unsupported) && slices.Equal(e.ips, o.ips) && slices.Equal(e.refs, o.refs)
 }
 
-func evalRoute(st *registry.State, deps registry.Deps, r *registry.UDPRoute) *routeEval {
+// serviceIndex finds a State's services by key for route evaluation.
+// Routes are evaluated in key order and the services a route names sit
+// mostly near those of the route before it (both orders are namespace
+// first, and a route is usually named for what it routes), so each search
+// starts from the last hit and widens from there: O(log distance) probes,
+// where a binary search over the whole list would take O(log n) probes,
+// each one a cache miss once the list outgrows the cache.
+type serviceIndex struct {
+	st   *registry.State
+	last int
+}
+
+func (x *serviceIndex) find(k registry.Key) (*registry.Service, bool) {
+	svcs := x.st.Services
+	if len(svcs) == 0 {
+		return nil, false
+	}
+	at := min(x.last, len(svcs)-1)
+	// [lo, hi) is widened from at until it holds k's place.
+	var lo, hi int
+	switch c := cmpKey(svcs[at].Key(), k); {
+	case c == 0:
+		return &svcs[at], true
+	case c < 0:
+		step := 1
+		for at+step < len(svcs) && cmpKey(svcs[at+step].Key(), k) < 0 {
+			step *= 2
+		}
+		lo, hi = at+step/2+1, min(at+step+1, len(svcs))
+	default:
+		step := 1
+		for at-step >= 0 && cmpKey(svcs[at-step].Key(), k) > 0 {
+			step *= 2
+		}
+		lo, hi = max(at-step, 0), at-step/2
+	}
+	i, found := slices.BinarySearchFunc(svcs[lo:hi], k, func(s registry.Service, k registry.Key) int { return cmpKey(s.Key(), k) })
+	x.last = lo + i
+	if !found {
+		return nil, false
+	}
+	return &svcs[lo+i], true
+}
+
+func evalRoute(st *registry.State, svcs *serviceIndex, deps registry.Deps, r *registry.UDPRoute) *routeEval {
 	e := &routeEval{}
 	rk := r.Key()
+	nrefs := len(r.ParentRefs)
+	if len(r.Rules) > 0 {
+		nrefs += len(r.Rules[0].BackendRefs)
+	}
+	e.refs = make([]registry.Key, 0, nrefs)
 	for _, p := range r.ParentRefs {
 		if p.Kind == "Service" && (p.Group == "" || p.Group == "core") {
 			e.refs = append(e.refs, registry.Key{Namespace: p.Namespace, Name: p.Name})
@@ -143,7 +195,10 @@ func evalRoute(st *registry.State, deps registry.Deps, r *registry.UDPRoute) *ro
 		e.unsupported = append(e.unsupported, UnsupportedUDPRouteShape{Route: rk, Rule: 1, Reason: ReasonMultipleRules,
 			Detail: fmt.Sprintf("%d rules; UDP rules have no match, only rule 0 applies", len(r.Rules))})
 	}
-	var live, resolved []candidate
+	// Routes rarely name more than a few backends; up to that many the
+	// candidates stay off the heap.
+	var liveBuf, resolvedBuf [4]candidate
+	live, resolved := liveBuf[:0], resolvedBuf[:0]
 	for _, br := range r.Rules[0].BackendRefs {
 		if (br.Group != "" && br.Group != "core") || br.Kind != "Service" {
 			e.unsupported = append(e.unsupported, UnsupportedUDPRouteShape{Route: rk, Reason: ReasonBackendKind,
@@ -159,7 +214,7 @@ func evalRoute(st *registry.State, deps registry.Deps, r *registry.UDPRoute) *ro
 		}
 		k := registry.Key{Namespace: br.Namespace, Name: br.Name}
 		e.refs = append(e.refs, k)
-		svc, ok := st.Service(k)
+		svc, ok := svcs.find(k)
 		if !ok || !deps.Has(k) {
 			continue
 		}
@@ -190,8 +245,9 @@ func evalRoute(st *registry.State, deps registry.Deps, r *registry.UDPRoute) *ro
 		return e
 	}
 	win := pick(pool)
-	e.arm = &UDPArm{Backend: win.key, Cluster: UDPClusterName(win.key), Weight: win.weight, Healthy: win.healthy, Route: rk}
-	e.ips = parentIPs(st, r, win)
+	e.armBuf = UDPArm{Backend: win.key, Cluster: UDPClusterName(win.key), Weight: win.weight, Healthy: win.healthy, Route: rk}
+	e.arm = &e.armBuf
+	e.ips = parentIPs(svcs, r, win)
 	return e
 }
 
@@ -221,9 +277,13 @@ type selector struct {
 	arms    map[netip.Addr]UDPArm
 }
 
-func newSelector() *selector {
-	return &selector{routes: map[registry.Key]*routeEval{}, claims: map[netip.Addr][]registry.Key{},
-		dirty: map[netip.Addr]bool{}, arms: map[netip.Addr]UDPArm{}}
+func newSelector() *selector { return newSelectorFor(0) }
+
+// newSelectorFor is a selector sized for n routes (each with a ClusterIP
+// of its own, the common case).
+func newSelectorFor(n int) *selector {
+	return &selector{routes: make(map[registry.Key]*routeEval, n), claims: make(map[netip.Addr][]registry.Key, n),
+		dirty: map[netip.Addr]bool{}, arms: make(map[netip.Addr]UDPArm, n)}
 }
 
 // set records route k's evaluation (nil: the route is gone) and reports
@@ -412,15 +472,15 @@ func pick(cs []candidate) candidate {
 // parentIPs is the ClusterIPs whose datagrams follow the route: the parent
 // Services' (a GAMMA mesh route), or, for a route attached to a Gateway,
 // the winner's own.
-func parentIPs(st *registry.State, r *registry.UDPRoute, win candidate) []netip.Addr {
-	var ips []netip.Addr
+func parentIPs(svcs *serviceIndex, r *registry.UDPRoute, win candidate) []netip.Addr {
+	ips := make([]netip.Addr, 0, max(len(r.ParentRefs), 1))
 	sawService := false
 	for _, p := range r.ParentRefs {
 		if p.Kind != "Service" || (p.Group != "" && p.Group != "core") {
 			continue
 		}
 		sawService = true
-		if svc, ok := st.Service(registry.Key{Namespace: p.Namespace, Name: p.Name}); ok {
+		if svc, ok := svcs.find(registry.Key{Namespace: p.Namespace, Name: p.Name}); ok {
 			ips = append(ips, svc.ClusterIP)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -133,23 +132,24 @@ func loadAssignment(name string, proto core.SocketAddress_Protocol, port uint16,
 // back to back (which loadAssignment splits again).
 type svcText struct{ udp, tcp, clusterIP, addrs string }
 
-func newSvcText(k registry.Key, hasUDP, hasTCP bool, ip netip.Addr, ready []readyEndpoint) svcText {
+func (b *Builder) svcText(k registry.Key, hasUDP, hasTCP bool, ip netip.Addr, ready []readyEndpoint) svcText {
 	nameLen := len("udp:") + len(k.Name) + len(".") + len(k.Namespace)
-	var sb strings.Builder
-	sb.Grow(2*nameLen + (len(ready)+1)*len("255.255.255.255"))
-	var scratch [64]byte
+	// A guess at the room needed: an address that does not fit only makes
+	// the chunk grow, which leaves what was carved before where it is.
+	b.textRoom(2*nameLen + (len(ready)+1)*len("255.255.255.255"))
+	start := len(b.textBuf)
 	for _, p := range []string{"udp:", "tcp:"} {
-		sb.WriteString(p)
-		sb.WriteString(k.Name)
-		sb.WriteByte('.')
-		sb.WriteString(k.Namespace)
+		b.textBuf = append(b.textBuf, p...)
+		b.textBuf = append(b.textBuf, k.Name...)
+		b.textBuf = append(b.textBuf, '.')
+		b.textBuf = append(b.textBuf, k.Namespace...)
 	}
-	sb.Write(ip.AppendTo(scratch[:0]))
-	ipEnd := sb.Len()
+	b.textBuf = ip.AppendTo(b.textBuf)
+	ipEnd := len(b.textBuf) - start
 	for _, ep := range ready {
-		sb.Write(ep.ip.AppendTo(scratch[:0]))
+		b.textBuf = ep.ip.AppendTo(b.textBuf)
 	}
-	s := sb.String()
+	s := b.textFrom(start)
 	t := svcText{clusterIP: s[2*nameLen : ipEnd], addrs: s[ipEnd:]}
 	if hasUDP {
 		t.udp = s[:nameLen]
@@ -231,15 +231,29 @@ func (b *Builder) marshal(m proto.Message) ([]byte, error) {
 }
 
 // versionOf is a fingerprint as a resource version, carved from the
-// builder's text chunk: one allocation per chunk, not per resource.
+// builder's text chunk.
 func (b *Builder) versionOf(fp uint64) string {
-	const maxLen = 16 // hex digits of a uint64
-	if cap(b.textBuf)-len(b.textBuf) < maxLen {
-		b.textBuf = make([]byte, 0, textChunk)
-	}
+	b.textRoom(16) // hex digits of a uint64
 	start := len(b.textBuf)
 	b.textBuf = strconv.AppendUint(b.textBuf, fp, 16)
-	// The bytes are never written again (the chunk only grows), which is
-	// what makes them a string.
+	return b.textFrom(start)
+}
+
+// textRoom makes sure the text chunk has n bytes of room. Text (names,
+// addresses, versions) is carved from chunks, one allocation for many
+// strings, laid out in the order the build writes and reads them.
+func (b *Builder) textRoom(n int) {
+	if cap(b.textBuf)-len(b.textBuf) < n {
+		b.textBuf = make([]byte, 0, max(textChunk, n))
+	}
+}
+
+// textFrom is the text appended to the chunk since start. A chunk is only
+// ever appended to (a full one is replaced, not reused), so the bytes
+// behind the string never change again.
+func (b *Builder) textFrom(start int) string {
+	if start == len(b.textBuf) {
+		return ""
+	}
 	return unsafe.String(&b.textBuf[start], len(b.textBuf)-start)
 }

@@ -101,6 +101,13 @@ type Builder struct {
 	// next build starts over (an amortised compaction).
 	slabFloor int
 
+	// healthy is, per service of the last State, whether it has a ready
+	// endpoint (for route evaluation; see serviceIndex).
+	healthy []bool
+
+	// entrySlab holds a full build's entries (see newEntry).
+	entrySlab []svcEntry
+
 	spareServices []*svcEntry
 	spareRoutes   []*routeEntry
 	// byService lists the routes whose evaluation read each service.
@@ -214,6 +221,9 @@ type svcClusters struct {
 	cluster *cluster.Cluster
 	cla     *endpoint.ClusterLoadAssignment
 	claFP   uint64
+	// name and claVersion are kept beside the messages so that indexing
+	// a full build reads the entry alone, not each cluster's message.
+	name, claVersion string
 }
 
 type routeEntry struct {
@@ -242,6 +252,7 @@ func (b *Builder) reset() {
 	b.warm = false
 	b.services, b.routes = nil, nil
 	b.portSlab, b.readySlab, b.parentSlab, b.ruleSlab, b.backendSlab, b.weightSlab = nil, nil, nil, nil, nil, nil
+	b.entrySlab = nil
 	b.byService = map[registry.Key][]registry.Key{}
 	b.sel = newSelector()
 	b.selection = UDPSelection{}
@@ -331,11 +342,8 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	}
 	full := !b.warm
 	if full {
-		b.portSlab = make([]registry.ServicePort, 0, 4*len(st.Services))
-		b.readySlab = make([]readyEndpoint, 0, 3*len(st.Services))
-		n := len(st.UDPRoutes) + len(st.UDPRoutes)/4
-		b.parentSlab, b.ruleSlab = make([]registry.ParentRef, 0, n), make([]registry.UDPRouteRule, 0, n)
-		b.backendSlab, b.weightSlab = make([]registry.BackendRef, 0, n), make([]int32, 0, n)
+		b.sizeSlabs(st)
+		b.entrySlab = make([]svcEntry, 0, len(st.Services))
 		b.sel = newSelectorFor(len(st.UDPRoutes))
 		b.byService = make(map[registry.Key][]registry.Key, len(st.UDPRoutes))
 		b.actions = make(map[string]*matcher.Matcher_OnMatch, len(st.UDPRoutes)+1)
@@ -361,6 +369,8 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	prev := b.services
 	b.services = b.spareServices[:0]
 	defer func() { b.spareServices = clear0(prev) }()
+	b.healthy = slices.Grow(b.healthy[:0], len(st.Services))[:len(st.Services)]
+	clear(b.healthy)
 	j := 0
 	for i := range st.Services {
 		svc := &st.Services[i]
@@ -381,11 +391,13 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			}
 			chainsChanged = b.dropService(prev[j]) || chainsChanged
 			changedSvcs = append(changedSvcs, prev[j].key)
+			release(prev[j])
 		}
 		if !deps.Has(k) {
 			if e != nil {
 				chainsChanged = b.dropService(e) || chainsChanged
 				changedSvcs = append(changedSvcs, k)
+				release(e)
 			}
 			continue
 		}
@@ -402,13 +414,18 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 				// A full build evaluates every route anyway.
 				changedSvcs = append(changedSvcs, k)
 			}
+			if e != nil {
+				release(e)
+			}
 			e = ne
 		}
 		b.services = append(b.services, e)
+		b.healthy[i] = len(e.ready) > 0
 	}
 	for ; j < len(prev); j++ {
 		chainsChanged = b.dropService(prev[j]) || chainsChanged
 		changedSvcs = append(changedSvcs, prev[j].key)
+		release(prev[j])
 	}
 	if full {
 		b.indexAll()
@@ -493,7 +510,7 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 	prev := b.routes
 	b.routes = b.spareRoutes[:0]
 	defer func() { b.spareRoutes = clear0(prev) }()
-	svcs := &serviceIndex{st: st}
+	svcs := &serviceIndex{st: st, healthy: b.healthy}
 	drop := func(re *routeEntry) {
 		b.unindex(re.key, re.eval)
 		b.sel.set(re.key, nil)
@@ -522,8 +539,8 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 			}
 			re = &routeEntry{key: rk, spec: b.cloneRoute(r), eval: ev}
 			for _, k := range ev.refs {
-				if !slices.Contains(b.byService[k], rk) {
-					b.byService[k] = append(b.byService[k], rk)
+				if rs := b.byService[k]; !slices.Contains(rs, rk) {
+					b.byService[k] = append(rs, rk)
 				}
 			}
 			b.sel.set(rk, ev)
@@ -547,6 +564,37 @@ func (b *Builder) unindex(rk registry.Key, ev *routeEval) {
 			delete(b.byService, k)
 		}
 	}
+}
+
+// sizeSlabs gives a full build's slabs the capacity its State needs, and
+// an eighth more for the copies changed services add in the builds that
+// follow: the ports and routes counted (a walk over memory the build reads
+// anyway), the ready endpoints guessed at two per service, which only
+// costs an append's copy when short.
+func (b *Builder) sizeSlabs(st *registry.State) {
+	ports := 0
+	for i := range st.Services {
+		ports += len(st.Services[i].Ports)
+	}
+	var parents, rules, backends, weights int
+	for i := range st.UDPRoutes {
+		r := &st.UDPRoutes[i]
+		parents += len(r.ParentRefs)
+		rules += len(r.Rules)
+		for j := range r.Rules {
+			backends += len(r.Rules[j].BackendRefs)
+			for _, br := range r.Rules[j].BackendRefs {
+				if br.Weight != nil {
+					weights++
+				}
+			}
+		}
+	}
+	room := func(n int) int { return n + n/8 + 16 }
+	b.portSlab = make([]registry.ServicePort, 0, room(ports))
+	b.readySlab = make([]readyEndpoint, 0, room(2*len(st.Services)))
+	b.parentSlab, b.ruleSlab = make([]registry.ParentRef, 0, room(parents)), make([]registry.UDPRouteRule, 0, room(rules))
+	b.backendSlab, b.weightSlab = make([]registry.BackendRef, 0, room(backends)), make([]int32, 0, room(weights))
 }
 
 func (b *Builder) slabSize() int {
@@ -704,7 +752,8 @@ func (b *Builder) generateService(svc *registry.Service, eps []registry.Endpoint
 	// allocation per service.
 	start := len(b.portSlab)
 	b.portSlab = append(b.portSlab, svc.Ports...)
-	e := &svcEntry{key: k, clusterIP: svc.ClusterIP, ports: b.portSlab[start:len(b.portSlab):len(b.portSlab)]}
+	e := b.newEntry()
+	e.key, e.clusterIP, e.ports = k, svc.ClusterIP, b.portSlab[start:len(b.portSlab):len(b.portSlab)]
 	start = len(b.readySlab)
 	for i := range eps {
 		if eps[i].Ready {
@@ -718,7 +767,7 @@ func (b *Builder) generateService(svc *registry.Service, eps []registry.Endpoint
 	}
 	udpPort, hasUDP := svc.FirstPort(registry.ProtocolUDP)
 	tcpPort, hasTCP := svc.FirstPort(registry.ProtocolTCP)
-	text := newSvcText(k, hasUDP, hasTCP, svc.ClusterIP, e.ready)
+	text := b.svcText(k, hasUDP, hasTCP, svc.ClusterIP, e.ready)
 	if hasUDP {
 		e.udp = &e.udpBuf
 		b.clusters(e.udp, text.udp, core.SocketAddress_UDP, udpPort.TargetPort, e.ready, text.addrs, prevUDP)
@@ -746,6 +795,22 @@ func (b *Builder) generateService(svc *registry.Service, eps []registry.Endpoint
 	return e, nil
 }
 
+// newEntry is a zero entry, from the entry slab while it has room: a full
+// build's entries then lie in service order in one block, which the walks
+// over them after the build (indexAll, the lists) read front to back.
+// The slab never grows, so the entries' addresses hold.
+func (b *Builder) newEntry() *svcEntry {
+	if n := len(b.entrySlab); n < cap(b.entrySlab) {
+		b.entrySlab = b.entrySlab[:n+1]
+		return &b.entrySlab[n]
+	}
+	return &svcEntry{}
+}
+
+// release clears an entry that left the builder, so that one still in
+// the entry slab does not keep its old messages alive.
+func release(e *svcEntry) { *e = svcEntry{} }
+
 // dropService removes a service's pieces from the name index and reports
 // whether it had a TCP chain.
 func (b *Builder) dropService(e *svcEntry) bool {
@@ -758,8 +823,8 @@ func (b *Builder) dropService(e *svcEntry) bool {
 }
 
 func (b *Builder) dropClusters(c *svcClusters) {
-	b.idx[clusterIdx].del(c.cluster.GetName())
-	b.idx[endpointIdx].del(c.cla.GetClusterName())
+	b.idx[clusterIdx].del(c.name)
+	b.idx[endpointIdx].del(c.name)
 }
 
 // clusters returns a service's cluster and load assignment for one
@@ -773,10 +838,10 @@ func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress
 		h.addr(ep.ip).u64(uint64(ep.weight))
 	}
 	fp := h.Sum64()
-	c.claFP = fp
+	c.claFP, c.name = fp, name
 	// A full build indexes everything at the end (indexAll).
 	full := !b.warm
-	if prev != nil && prev.cluster.GetName() == name {
+	if prev != nil && prev.name == name {
 		c.cluster = prev.cluster
 	} else {
 		c.cluster = edsCluster(name)
@@ -785,11 +850,11 @@ func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress
 		}
 	}
 	if prev != nil && prev.claFP == fp {
-		c.cla = prev.cla
+		c.cla, c.claVersion = prev.cla, prev.claVersion
 	} else {
-		c.cla = loadAssignment(name, proto, port, ready, addrs)
+		c.cla, c.claVersion = loadAssignment(name, proto, port, ready, addrs), b.versionOf(fp)
 		if !full {
-			b.idx[endpointIdx].set(name, c.cla, b.versionOf(fp))
+			b.idx[endpointIdx].set(name, c.cla, c.claVersion)
 		}
 	}
 }
@@ -821,9 +886,8 @@ func (b *Builder) indexAll() {
 			}
 			// A service cluster's content is a function of its name
 			// alone, so one version per builder serves them all.
-			name := c.cluster.GetName()
-			ci.items[name], ci.versions[name] = types.ResourceWithTTL{Resource: c.cluster}, b.clusterVersion
-			ei.items[name], ei.versions[name] = types.ResourceWithTTL{Resource: c.cla}, b.versionOf(c.claFP)
+			ci.items[c.name], ci.versions[c.name] = types.ResourceWithTTL{Resource: c.cluster}, b.clusterVersion
+			ei.items[c.name], ei.versions[c.name] = types.ResourceWithTTL{Resource: c.cla}, c.claVersion
 		}
 	}
 }

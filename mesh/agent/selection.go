@@ -141,19 +141,33 @@ func (e *routeEval) equal(o *routeEval) bool {
 type serviceIndex struct {
 	st   *registry.State
 	last int
+	// healthy, when set, says per service (in State order) whether it has
+	// a ready endpoint, as a build already found out: the route then
+	// needs no endpoint lookup of its own. It is only read for services
+	// the node depends on.
+	healthy []bool
 }
 
-func (x *serviceIndex) find(k registry.Key) (*registry.Service, bool) {
+// hasReady reports whether the service at i, with key k, has a ready
+// endpoint.
+func (x *serviceIndex) hasReady(i int, k registry.Key) bool {
+	if x.healthy != nil {
+		return x.healthy[i]
+	}
+	return hasReady(x.st.Endpoints[k])
+}
+
+func (x *serviceIndex) find(k registry.Key) (int, bool) {
 	svcs := x.st.Services
 	if len(svcs) == 0 {
-		return nil, false
+		return 0, false
 	}
 	at := min(x.last, len(svcs)-1)
 	// [lo, hi) is widened from at until it holds k's place.
 	var lo, hi int
 	switch c := cmpKey(svcs[at].Key(), k); {
 	case c == 0:
-		return &svcs[at], true
+		return at, true
 	case c < 0:
 		step := 1
 		for at+step < len(svcs) && cmpKey(svcs[at+step].Key(), k) < 0 {
@@ -169,10 +183,7 @@ func (x *serviceIndex) find(k registry.Key) (*registry.Service, bool) {
 	}
 	i, found := slices.BinarySearchFunc(svcs[lo:hi], k, func(s registry.Service, k registry.Key) int { return cmpKey(s.Key(), k) })
 	x.last = lo + i
-	if !found {
-		return nil, false
-	}
-	return &svcs[lo+i], true
+	return lo + i, found
 }
 
 func evalRoute(st *registry.State, svcs *serviceIndex, deps registry.Deps, r *registry.UDPRoute) *routeEval {
@@ -214,14 +225,15 @@ func evalRoute(st *registry.State, svcs *serviceIndex, deps registry.Deps, r *re
 		}
 		k := registry.Key{Namespace: br.Namespace, Name: br.Name}
 		e.refs = append(e.refs, k)
-		svc, ok := svcs.find(k)
+		i, ok := svcs.find(k)
 		if !ok || !deps.Has(k) {
 			continue
 		}
+		svc := &st.Services[i]
 		if _, ok := svc.FirstPort(registry.ProtocolUDP); !ok {
 			continue
 		}
-		c := candidate{key: k, svc: svc, weight: w, healthy: hasReady(st.Endpoints[k])}
+		c := candidate{key: k, svc: svc, weight: w, healthy: svcs.hasReady(i, k)}
 		resolved = append(resolved, c)
 		if c.healthy {
 			live = append(live, c)
@@ -266,7 +278,7 @@ func hasReady(eps []registry.Endpoint) bool {
 type selector struct {
 	routes map[registry.Key]*routeEval
 	// claims lists the routes claiming each ClusterIP, in key order.
-	claims map[netip.Addr][]registry.Key
+	claims map[netip.Addr][]claim
 	// dirty are the ClusterIPs whose claims changed since the last
 	// selection; issues is set when a route's own findings changed.
 	dirty  map[netip.Addr]bool
@@ -282,7 +294,7 @@ func newSelector() *selector { return newSelectorFor(0) }
 // newSelectorFor is a selector sized for n routes (each with a ClusterIP
 // of its own, the common case).
 func newSelectorFor(n int) *selector {
-	return &selector{routes: make(map[registry.Key]*routeEval, n), claims: make(map[netip.Addr][]registry.Key, n),
+	return &selector{routes: make(map[registry.Key]*routeEval, n), claims: make(map[netip.Addr][]claim, n),
 		dirty: map[netip.Addr]bool{}, arms: make(map[netip.Addr]UDPArm, n)}
 }
 
@@ -296,16 +308,19 @@ func (s *selector) set(k registry.Key, e *routeEval) bool {
 	if old != nil {
 		for _, ip := range old.ips {
 			s.markDirty(ip)
+			cl := s.claims[ip]
 			// A route leaving a shared ClusterIP can clear another route's
 			// parent_conflict.
-			if len(s.claims[ip]) > 1 {
+			if len(cl) > 1 {
 				s.issues = true
 			}
-			if i, ok := slices.BinarySearchFunc(s.claims[ip], k, cmpKey); ok {
-				s.claims[ip] = slices.Delete(s.claims[ip], i, i+1)
+			if i, ok := slices.BinarySearchFunc(cl, k, cmpClaim); ok {
+				cl = slices.Delete(cl, i, i+1)
 			}
-			if len(s.claims[ip]) == 0 {
+			if len(cl) == 0 {
 				delete(s.claims, ip)
+			} else {
+				s.claims[ip] = cl
 			}
 		}
 		if len(old.unsupported) > 0 || old.noHealthy {
@@ -317,10 +332,12 @@ func (s *selector) set(k registry.Key, e *routeEval) bool {
 		s.routes[k] = e
 		for _, ip := range e.ips {
 			s.markDirty(ip)
-			if i, ok := slices.BinarySearchFunc(s.claims[ip], k, cmpKey); !ok {
-				s.claims[ip] = slices.Insert(s.claims[ip], i, k)
+			cl := s.claims[ip]
+			if i, ok := slices.BinarySearchFunc(cl, k, cmpClaim); !ok {
+				cl = slices.Insert(cl, i, claim{key: k, eval: e})
+				s.claims[ip] = cl
 			}
-			if len(s.claims[ip]) > 1 {
+			if len(cl) > 1 {
 				s.issues = true
 			}
 		}
@@ -330,6 +347,15 @@ func (s *selector) set(k registry.Key, e *routeEval) bool {
 	}
 	return true
 }
+
+// claim is one route's claim on a ClusterIP; it carries the route's
+// evaluation so that settling a ClusterIP needs no lookup by route key.
+type claim struct {
+	key  registry.Key
+	eval *routeEval
+}
+
+func cmpClaim(c claim, k registry.Key) int { return cmpKey(c.key, k) }
 
 // markDirty records that ip's claims changed. Until the first selection
 // every ClusterIP is settled anyway, so nothing is recorded.
@@ -351,7 +377,7 @@ func cmpKey(a, b registry.Key) int {
 // whether the arms changed. full recomputes every derived list.
 func (s *selector) selection(prev UDPSelection, full bool) (UDPSelection, bool) {
 	armsChanged := full
-	settle := func(ip netip.Addr, cl []registry.Key) {
+	settle := func(ip netip.Addr, cl []claim) {
 		old, had := s.arms[ip]
 		if len(cl) == 0 {
 			if had {
@@ -360,7 +386,7 @@ func (s *selector) selection(prev UDPSelection, full bool) (UDPSelection, bool) 
 			}
 			return
 		}
-		a := *s.routes[cl[0]].arm
+		a := *cl[0].eval.arm
 		a.ClusterIP = ip
 		if !had || old != a {
 			s.arms[ip] = a
@@ -413,8 +439,8 @@ func (s *selector) selection(prev UDPSelection, full bool) (UDPSelection, bool) 
 func (s *selector) issueLists() ([]UnsupportedUDPRouteShape, []registry.Key) {
 	conflicted := map[registry.Key]bool{}
 	for _, cl := range s.claims {
-		for _, k := range cl[min(1, len(cl)):] {
-			conflicted[k] = true
+		for _, c := range cl[min(1, len(cl)):] {
+			conflicted[c.key] = true
 		}
 	}
 	var keys []registry.Key
@@ -436,7 +462,7 @@ func (s *selector) issueLists() ([]UnsupportedUDPRouteShape, []registry.Key) {
 			continue
 		}
 		for _, ip := range e.ips {
-			owner := s.claims[ip][0]
+			owner := s.claims[ip][0].key
 			if owner == k {
 				continue
 			}
@@ -480,8 +506,8 @@ func parentIPs(svcs *serviceIndex, r *registry.UDPRoute, win candidate) []netip.
 			continue
 		}
 		sawService = true
-		if svc, ok := svcs.find(registry.Key{Namespace: p.Namespace, Name: p.Name}); ok {
-			ips = append(ips, svc.ClusterIP)
+		if i, ok := svcs.find(registry.Key{Namespace: p.Namespace, Name: p.Name}); ok {
+			ips = append(ips, svcs.st.Services[i].ClusterIP)
 		}
 	}
 	if !sawService {

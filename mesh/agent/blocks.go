@@ -67,9 +67,32 @@ type clusterBlock struct {
 	eds cluster.Cluster_EdsClusterConfig
 }
 
+// chunks hands out values of T carved from shared chunks: one allocation
+// for many blocks, laid out in the order the build makes them, which the
+// collector then scans as one object. The chunks grow geometrically up to
+// maxChunk bytes, so a small mesh allocates little and a large one few
+// times. A chunk is never reused, only dropped with the last block in it.
+type chunks[T any] struct {
+	free []T
+	next int
+}
+
+const maxChunk = 1 << 20
+
+func (c *chunks[T]) take(n int) []T {
+	if cap(c.free)-len(c.free) < n {
+		var zero T
+		c.next = min(max(2*c.next, 16), max(maxChunk/int(unsafe.Sizeof(zero)), 1))
+		c.free = make([]T, 0, max(c.next, n))
+	}
+	i := len(c.free)
+	c.free = c.free[:i+n]
+	return c.free[i : i+n : i+n]
+}
+
 // edsCluster is a service's cluster: EDS over ADS, named for itself.
-func edsCluster(name string) *cluster.Cluster {
-	blk := &clusterBlock{}
+func (b *Builder) edsCluster(name string) *cluster.Cluster {
+	blk := &b.clusterBlocks.take(1)[0]
 	blk.eds.ServiceName, blk.eds.EdsConfig = name, edsAdsSource
 	c := &blk.c
 	c.Name, c.ClusterDiscoveryType, c.ConnectTimeout, c.EdsClusterConfig = name, edsType, edsTimeout, &blk.eds
@@ -97,29 +120,29 @@ type lbBlock struct {
 // clusters): the client dialled the mesh spelling, the backend listens on
 // targetPort. addrs is every ready endpoint's address text, back to back
 // (svcText).
-func loadAssignment(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, addrs string) *endpoint.ClusterLoadAssignment {
-	cb := &claBlock{}
+func (b *Builder) loadAssignment(name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, addrs string) *endpoint.ClusterLoadAssignment {
+	cb := &b.claBlocks.take(1)[0]
 	cla := &cb.cla
 	cla.ClusterName = name
 	if len(ready) == 0 {
 		return cla
 	}
-	blks := make([]lbBlock, len(ready))
-	lbs := make([]*endpoint.LbEndpoint, len(ready))
+	blks := b.lbBlocks.take(len(ready))
+	lbs := b.lbPtrs.take(len(ready))
 	var scratch [64]byte
 	off := 0
 	for i, ep := range ready {
 		n := len(ep.ip.AppendTo(scratch[:0]))
-		b := &blks[i]
-		b.port.PortValue = uint32(port)
-		b.sock.Protocol, b.sock.Address, b.sock.PortSpecifier = proto, addrs[off:off+n], &b.port
+		lb := &blks[i]
+		lb.port.PortValue = uint32(port)
+		lb.sock.Protocol, lb.sock.Address, lb.sock.PortSpecifier = proto, addrs[off:off+n], &lb.port
 		off += n
-		b.sa.SocketAddress = &b.sock
-		b.addr.Address = &b.sa
-		b.ep.Address = &b.addr
-		b.host.Endpoint = &b.ep
-		b.lb.HostIdentifier, b.lb.LoadBalancingWeight = &b.host, lbWeight(ep.weight)
-		lbs[i] = &b.lb
+		lb.sa.SocketAddress = &lb.sock
+		lb.addr.Address = &lb.sa
+		lb.ep.Address = &lb.addr
+		lb.host.Endpoint = &lb.ep
+		lb.lb.HostIdentifier, lb.lb.LoadBalancingWeight = &lb.host, lbWeight(ep.weight)
+		lbs[i] = &lb.lb
 	}
 	cb.loc.LbEndpoints = lbs
 	cb.locs[0] = &cb.loc
@@ -189,7 +212,7 @@ func (b *Builder) tcpChain(name string, ip netip.Addr, ipText string) (*listener
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode tcp_proxy to %q: %w", name, err)
 	}
-	blk := &chainBlock{}
+	blk := &b.chainBlocks.take(1)[0]
 	blk.any.TypeUrl, blk.any.Value = tcpProxyTypeURL, value
 	blk.typed.TypedConfig = &blk.any
 	blk.filter.Name, blk.filter.ConfigType = TCPProxyFilterName, &blk.typed

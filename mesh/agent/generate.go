@@ -139,6 +139,12 @@ type Builder struct {
 	// carved from (see marshal); proxy is the scratch tcp_proxy encoded
 	// for every TCP chain.
 	encBuf, textBuf []byte
+	// The message blocks of services, carved from chunks (see chunks).
+	clusterBlocks chunks[clusterBlock]
+	claBlocks     chunks[claBlock]
+	lbBlocks      chunks[lbBlock]
+	lbPtrs        chunks[*endpoint.LbEndpoint]
+	chainBlocks   chunks[chainBlock]
 	proxy           tcpproxy.TcpProxy
 	proxyCluster    tcpproxy.TcpProxy_Cluster
 }
@@ -844,7 +850,7 @@ func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress
 	if prev != nil && prev.name == name {
 		c.cluster = prev.cluster
 	} else {
-		c.cluster = edsCluster(name)
+		c.cluster = b.edsCluster(name)
 		if !full {
 			b.idx[clusterIdx].set(name, c.cluster, b.clusterVersion)
 		}
@@ -852,7 +858,7 @@ func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress
 	if prev != nil && prev.claFP == fp {
 		c.cla, c.claVersion = prev.cla, prev.claVersion
 	} else {
-		c.cla, c.claVersion = loadAssignment(name, proto, port, ready, addrs), b.versionOf(fp)
+		c.cla, c.claVersion = b.loadAssignment(name, proto, port, ready, addrs), b.versionOf(fp)
 		if !full {
 			b.idx[endpointIdx].set(name, c.cla, c.claVersion)
 		}

@@ -101,6 +101,9 @@ type Builder struct {
 	// next build starts over (an amortised compaction).
 	slabFloor int
 
+	// endpoints is, during a build, each service's endpoints in State
+	// order.
+	endpoints [][]registry.Endpoint
 	// healthy is, per service of the last State, whether it has a ready
 	// endpoint (for route evaluation; see serviceIndex).
 	healthy []bool
@@ -215,6 +218,15 @@ type svcEntry struct {
 	// udpBuf and tcpBuf hold what udp and tcp point to, in the entry's own
 	// allocation.
 	udpBuf, tcpBuf svcClusters
+	// claPos is the place of the entry's first load assignment in the
+	// builder's claList.
+	claPos int32
+}
+
+// claPatch is a load assignment that replaces the one at pos in claList.
+type claPatch struct {
+	pos int
+	cla *endpoint.ClusterLoadAssignment
 }
 
 // readyEndpoint is what a load assignment reads of an endpoint.
@@ -368,6 +380,11 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	}
 	chainsChanged := full
 	var changedSvcs []registry.Key
+	// listsMoved is set when a service came, went or changed its clusters,
+	// which moves load assignments in claList; otherwise the changed ones
+	// are claPatches.
+	listsMoved := full
+	var claPatches []claPatch
 	// The previous build's entries and the State are both in key order, so
 	// one walk over the two pairs them up without a map probe per service.
 	// prev and the new order swap buffers: nothing outside the builder
@@ -377,6 +394,14 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	defer func() { b.spareServices = clear0(prev) }()
 	b.healthy = slices.Grow(b.healthy[:0], len(st.Services))[:len(st.Services)]
 	clear(b.healthy)
+	// Every service's endpoints are looked up first, in a loop of nothing
+	// else: at 10,000 services each lookup is a cache miss, and only a
+	// tight loop lets the processor have several of them in flight.
+	b.endpoints = slices.Grow(b.endpoints[:0], len(st.Services))[:len(st.Services)]
+	for i := range st.Services {
+		b.endpoints[i] = st.Endpoints[st.Services[i].Key()]
+	}
+	defer clear(b.endpoints)
 	j := 0
 	for i := range st.Services {
 		svc := &st.Services[i]
@@ -398,16 +423,18 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			chainsChanged = b.dropService(prev[j]) || chainsChanged
 			changedSvcs = append(changedSvcs, prev[j].key)
 			release(prev[j])
+			listsMoved = true
 		}
 		if !deps.Has(k) {
 			if e != nil {
 				chainsChanged = b.dropService(e) || chainsChanged
 				changedSvcs = append(changedSvcs, k)
 				release(e)
+				listsMoved = true
 			}
 			continue
 		}
-		eps := st.Endpoints[k]
+		eps := b.endpoints[i]
 		if e == nil || !e.same(svc, eps) {
 			ne, err := b.generateService(svc, eps, e)
 			if err != nil {
@@ -419,6 +446,23 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			if !full {
 				// A full build evaluates every route anyway.
 				changedSvcs = append(changedSvcs, k)
+			}
+			if e != nil && (e.udp == nil) == (ne.udp == nil) && (e.tcp == nil) == (ne.tcp == nil) {
+				// Same clusters, so its load assignments keep their
+				// places in the list.
+				ne.claPos = e.claPos
+				pos := int(e.claPos)
+				for _, c := range [2][2]*svcClusters{{e.udp, ne.udp}, {e.tcp, ne.tcp}} {
+					if c[0] == nil {
+						continue
+					}
+					if c[0].cla != c[1].cla {
+						claPatches = append(claPatches, claPatch{pos, c[1].cla})
+					}
+					pos++
+				}
+			} else {
+				listsMoved = true
 			}
 			if e != nil {
 				release(e)
@@ -432,6 +476,7 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 		chainsChanged = b.dropService(prev[j]) || chainsChanged
 		changedSvcs = append(changedSvcs, prev[j].key)
 		release(prev[j])
+		listsMoved = true
 	}
 	if full {
 		b.indexAll()
@@ -449,10 +494,22 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			}
 		}
 	}
-	if b.idx[endpointIdx].changed || b.claList == nil {
+	switch {
+	case b.claList != nil && !listsMoved:
+		if len(claPatches) > 0 {
+			// Only load assignments changed, each in its place: a copy of
+			// the list with them replaced, instead of a walk over every
+			// entry.
+			b.claList = slices.Clone(b.claList)
+			for _, p := range claPatches {
+				b.claList[p.pos] = p.cla
+			}
+		}
+	case b.idx[endpointIdx].changed || b.claList == nil:
 		b.claList = make([]types.Resource, 0, len(b.idx[endpointIdx].items))
 		for _, e := range b.services {
-			for _, c := range []*svcClusters{e.udp, e.tcp} {
+			e.claPos = int32(len(b.claList))
+			for _, c := range [2]*svcClusters{e.udp, e.tcp} {
 				if c != nil {
 					b.claList = append(b.claList, c.cla)
 				}
@@ -504,14 +561,20 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 // selectRoutes re-evaluates the routes that changed and those naming a
 // changed service, and lets the selector settle the ClusterIPs they claim.
 func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSvcs []registry.Key, full bool) (UDPSelection, error) {
-	var stale map[registry.Key]bool
+	// stale is the routes naming a changed service, in key order: the walk
+	// below meets them in that order, so a cursor finds them without a
+	// lookup per route.
+	var stale []registry.Key
 	for _, k := range changedSvcs {
-		for _, rk := range b.byService[k] {
-			if stale == nil {
-				stale = map[registry.Key]bool{}
-			}
-			stale[rk] = true
+		stale = append(stale, b.byService[k]...)
+	}
+	slices.SortFunc(stale, cmpKey)
+	stale = slices.Compact(stale)
+	isStale := func(rk registry.Key) bool {
+		for len(stale) > 0 && cmpKey(stale[0], rk) < 0 {
+			stale = stale[1:]
 		}
+		return len(stale) > 0 && stale[0] == rk
 	}
 	prev := b.routes
 	b.routes = b.spareRoutes[:0]
@@ -538,7 +601,7 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 			}
 			drop(prev[j])
 		}
-		if re == nil || stale[rk] || !sameRoute(&re.spec, r) {
+		if stale := isStale(rk); re == nil || stale || !sameRoute(&re.spec, r) {
 			ev := evalRoute(st, svcs, deps, r)
 			if re != nil {
 				b.unindex(rk, re.eval)

@@ -148,8 +148,8 @@ type Builder struct {
 	lbBlocks      chunks[lbBlock]
 	lbPtrs        chunks[*endpoint.LbEndpoint]
 	chainBlocks   chunks[chainBlock]
-	proxy           tcpproxy.TcpProxy
-	proxyCluster    tcpproxy.TcpProxy_Cluster
+	proxy         tcpproxy.TcpProxy
+	proxyCluster  tcpproxy.TcpProxy_Cluster
 }
 
 // The resource types the agent emits, as indexes into Builder.idx.

@@ -7,11 +7,14 @@ import (
 	"time"
 	"unsafe"
 
+	xdscore "github.com/cncf/xds/go/xds/core/v3"
+	matcher "github.com/cncf/xds/go/xds/type/matcher/v3"
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	udpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -194,7 +197,19 @@ type chainBlock struct {
 	any     anypb.Any
 }
 
-var tcpProxyTypeURL = typeURL(&tcpproxy.TcpProxy{})
+var (
+	tcpProxyTypeURL = typeURL(&tcpproxy.TcpProxy{})
+	udpRouteTypeURL = typeURL(&udpproxy.Route{})
+)
+
+// actionBlock is a udp_proxy route action: the matcher's on_match for
+// datagrams to one cluster.
+type actionBlock struct {
+	onMatch matcher.Matcher_OnMatch
+	action  matcher.Matcher_OnMatch_Action
+	ext     xdscore.TypedExtensionConfig
+	any     anypb.Any
+}
 
 func typeURL(m proto.Message) string {
 	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())

@@ -148,8 +148,11 @@ type Builder struct {
 	lbBlocks      chunks[lbBlock]
 	lbPtrs        chunks[*endpoint.LbEndpoint]
 	chainBlocks   chunks[chainBlock]
-	proxy         tcpproxy.TcpProxy
-	proxyCluster  tcpproxy.TcpProxy_Cluster
+	actionBlocks  chunks[actionBlock]
+	// route is the scratch udp_proxy route encoded for every action.
+	route        udpproxy.Route
+	proxy        tcpproxy.TcpProxy
+	proxyCluster tcpproxy.TcpProxy_Cluster
 }
 
 // The resource types the agent emits, as indexes into Builder.idx.
@@ -965,14 +968,18 @@ func (b *Builder) routeAction(clusterName string) (*matcher.Matcher_OnMatch, err
 	if a, ok := b.actions[clusterName]; ok {
 		return a, nil
 	}
-	tc, err := anyOf(&udpproxy.Route{Cluster: clusterName})
+	b.route.Cluster = clusterName
+	value, err := b.marshal(&b.route)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode udp_proxy route to %q: %w", clusterName, err)
 	}
-	a := &matcher.Matcher_OnMatch{OnMatch: &matcher.Matcher_OnMatch_Action{Action: &xdscore.TypedExtensionConfig{
-		Name: UDPRouteActionName, TypedConfig: tc}}}
-	b.actions[clusterName] = a
-	return a, nil
+	blk := &b.actionBlocks.take(1)[0]
+	blk.any.TypeUrl, blk.any.Value = udpRouteTypeURL, value
+	blk.ext.Name, blk.ext.TypedConfig = UDPRouteActionName, &blk.any
+	blk.action.Action = &blk.ext
+	blk.onMatch.OnMatch = &blk.action
+	b.actions[clusterName] = &blk.onMatch
+	return &blk.onMatch, nil
 }
 
 var destinationIPInput = func() *anypb.Any {
@@ -1048,7 +1055,10 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 			if err != nil {
 				return nil, err
 			}
-			m[a.ClusterIP.String()] = act
+			b.textRoom(len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"))
+			start := len(b.textBuf)
+			b.textBuf = a.ClusterIP.AppendTo(b.textBuf)
+			m[b.textFrom(start)] = act
 		}
 		tree.TreeType = &matcher.Matcher_MatcherTree_ExactMatchMap{ExactMatchMap: &matcher.Matcher_MatcherTree_MatchMap{Map: m}}
 	}

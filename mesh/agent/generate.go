@@ -101,9 +101,6 @@ type Builder struct {
 	// next build starts over (an amortised compaction).
 	slabFloor int
 
-	// endpoints is, during a build, each service's endpoints in State
-	// order.
-	endpoints [][]registry.Endpoint
 	// healthy is, per service of the last State, whether it has a ready
 	// endpoint (for route evaluation; see serviceIndex).
 	healthy []bool
@@ -397,14 +394,6 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	defer func() { b.spareServices = clear0(prev) }()
 	b.healthy = slices.Grow(b.healthy[:0], len(st.Services))[:len(st.Services)]
 	clear(b.healthy)
-	// Every service's endpoints are looked up first, in a loop of nothing
-	// else: at 10,000 services each lookup is a cache miss, and only a
-	// tight loop lets the processor have several of them in flight.
-	b.endpoints = slices.Grow(b.endpoints[:0], len(st.Services))[:len(st.Services)]
-	for i := range st.Services {
-		b.endpoints[i] = st.Endpoints[st.Services[i].Key()]
-	}
-	defer clear(b.endpoints)
 	j := 0
 	for i := range st.Services {
 		svc := &st.Services[i]
@@ -437,7 +426,7 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 			}
 			continue
 		}
-		eps := b.endpoints[i]
+		eps := st.Endpoints[k]
 		if e == nil || !e.same(svc, eps) {
 			ne, err := b.generateService(svc, eps, e)
 			if err != nil {

@@ -100,6 +100,21 @@ func metric(t testing.TB, p *proxy.Proxy, family string, labels map[string]strin
 	return v
 }
 
+// metricReaches polls a counter until it equals want or two seconds pass,
+// and returns its last value. A counter is bumped after the send it counts
+// returns, so a reply can reach the test before its datagram is counted.
+func metricReaches(t testing.TB, p *proxy.Proxy, family string, labels map[string]string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		v := metric(t, p, family, labels)
+		if v == want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 type fixture struct {
 	rig      *proxytest.Rig
 	srv      *proxytest.Server
@@ -162,11 +177,11 @@ func TestUDPSelectsClusterByDestination(t *testing.T) {
 				t.Errorf("backend %s saw source %s, want the node's %s", b.Name, src, proxytest.NodeBackSide.Addr())
 			}
 		}
-		if got := metric(t, f.p, "aether_proxy_cluster_upstream_tx_datagrams_total", map[string]string{"cluster": "udp:" + f.svcs[i].Name}); got != n {
+		if got := metricReaches(t, f.p, "aether_proxy_cluster_upstream_tx_datagrams_total", map[string]string{"cluster": "udp:" + f.svcs[i].Name}, n); got != n {
 			t.Errorf("cluster udp:%s counted %v datagrams, want %d", f.svcs[i].Name, got, n)
 		}
 	}
-	if got := metric(t, f.p, "aether_proxy_udp_downstream_tx_datagrams_total", map[string]string{"listener": udpName}); got != 2*n {
+	if got := metricReaches(t, f.p, "aether_proxy_udp_downstream_tx_datagrams_total", map[string]string{"listener": udpName}, 2*n); got != 2*n {
 		t.Errorf("listener sent %v replies, want %d", got, 2*n)
 	}
 }
@@ -190,13 +205,13 @@ func TestUDPNoMatchIsBlackholedAndCounted(t *testing.T) {
 	if got := f.backends[0].Got(); got != 1 {
 		t.Errorf("backend received %d datagrams, want only the control's 1", got)
 	}
-	if got := metric(t, f.p, "aether_proxy_udp_dropped_total", map[string]string{"listener": udpName, "reason": "none_healthy"}); got != n {
+	if got := metricReaches(t, f.p, "aether_proxy_udp_dropped_total", map[string]string{"listener": udpName, "reason": "none_healthy"}, n); got != n {
 		t.Errorf("listener counted %v blackholed datagrams, want %d", got, n)
 	}
-	if got := metric(t, f.p, "aether_proxy_cluster_none_healthy_total", map[string]string{"cluster": "blackhole"}); got != n {
+	if got := metricReaches(t, f.p, "aether_proxy_cluster_none_healthy_total", map[string]string{"cluster": "blackhole"}, n); got != n {
 		t.Errorf("blackhole cluster counted %v, want %d", got, n)
 	}
-	if got := metric(t, f.p, "aether_proxy_udp_sessions_total", map[string]string{"listener": udpName}); got != 1 {
+	if got := metricReaches(t, f.p, "aether_proxy_udp_sessions_total", map[string]string{"listener": udpName}, 1); got != 1 {
 		t.Errorf("%v sessions were made, want 1 (the control's)", got)
 	}
 }
@@ -231,13 +246,13 @@ func TestUDPSessionsPerFiveTupleWithIdleTimeout(t *testing.T) {
 		}
 	}
 	waitFor(t, "idle sessions to expire", func() bool { return len(l.Sessions()) == 0 })
-	if got := metric(t, f.p, "aether_proxy_udp_sessions_active", map[string]string{"listener": udpName}); got != 0 {
+	if got := metricReaches(t, f.p, "aether_proxy_udp_sessions_active", map[string]string{"listener": udpName}, 0); got != 0 {
 		t.Errorf("active sessions gauge reads %v after expiry, want 0", got)
 	}
 	if _, _, err := exchange(c1, "again"); err != nil {
 		t.Fatal(err)
 	}
-	if got := metric(t, f.p, "aether_proxy_udp_sessions_total", map[string]string{"listener": udpName}); got != 3 {
+	if got := metricReaches(t, f.p, "aether_proxy_udp_sessions_total", map[string]string{"listener": udpName}, 3); got != 3 {
 		t.Errorf("sessions_total %v after re-use, want 3", got)
 	}
 	if got := len(f.backends[0].Sources()); got != 3 {
@@ -382,7 +397,7 @@ func TestTCPFilterChainByLocalAddress(t *testing.T) {
 		if err != nil || reply != s.Name {
 			t.Errorf("UDP to %s:%d: got %q, %v; want %q", s.VIP, port, reply, err, s.Name)
 		}
-		if got := metric(t, f.p, "aether_proxy_tcp_connections_total", map[string]string{"listener": tcpName, "cluster": "tcp:" + s.Name}); got != 1 {
+		if got := metricReaches(t, f.p, "aether_proxy_tcp_connections_total", map[string]string{"listener": tcpName, "cluster": "tcp:" + s.Name}, 1); got != 1 {
 			t.Errorf("tcp:%s counted %v connections, want 1", s.Name, got)
 		}
 	}

@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,8 +47,18 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	builder *Builder
-	cache   cache.SnapshotCache
+	// caches holds one delta-native cache per resource type (in typeURLs
+	// order) behind mux, the cache the ADS server serves: a build's
+	// changes are published resource by resource, so the builder's index
+	// is never shared and never copied.
+	caches  [numTypes]*cache.LinearCache
+	mux     *cache.MuxCache
+	served  *holdCache
 	metrics *Metrics
+	// resync: what is served may differ from the builder's last build (a
+	// build was refused after the builder moved on), so the next publish
+	// is of the whole output, not of its changes.
+	resync bool
 
 	mu      sync.Mutex
 	serial  int
@@ -76,7 +88,16 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m}
-	a.cache = cache.NewSnapshotCache(true, cache.IDHash{}, cacheLogger(opts.Logger))
+	a.mux = &cache.MuxCache{
+		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches:        make(map[string]cache.Cache, numTypes),
+	}
+	for i, typ := range typeURLs {
+		a.caches[i] = cache.NewLinearCache(typ, cache.WithLogger(cacheLogger(opts.Logger)))
+		a.mux.Caches[typ] = a.caches[i]
+	}
+	a.served = newHoldCache(a.mux)
 	if opts.StateDir != "" {
 		// A restarted agent serves what it last published until its first
 		// registry read succeeds: a proxy that reconnects meanwhile gets
@@ -118,17 +139,19 @@ func (a *Agent) restore() error {
 	if err := validate.Check(res); err != nil {
 		return fmt.Errorf("%s: fails the config gates: %w", path, err)
 	}
-	snap, err := cache.NewSnapshot(d.Version, res)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	for typ := range res {
+		if !slices.Contains(typeURLs[:], typ) {
+			return fmt.Errorf("%s: resources[%q]: not a type the agent serves", path, typ)
+		}
 	}
-	if err := a.cache.SetSnapshot(context.Background(), a.opts.Node, snap); err != nil {
+	restored := &Output{Resources: res, Full: true}
+	if err := a.publish(restored); err != nil {
 		return fmt.Errorf("failed to serve %s: %w", path, err)
 	}
 	// Versions continue from the restored one, so a proxy never sees a
 	// version go backwards across the restart.
 	a.serial = serial
-	a.current, a.version = &Output{Snapshot: snap, Resources: res}, d.Version
+	a.current, a.version = restored, d.Version
 	a.restored = true
 	a.log.Info("serving the last good snapshot until the registry is read", "file", path, "version", d.Version)
 	return nil
@@ -142,8 +165,67 @@ func (a *Agent) Restored() bool {
 	return a.restored
 }
 
-// Cache is the delta-capable snapshot cache the ADS server serves.
-func (a *Agent) Cache() cache.SnapshotCache { return a.cache }
+// Cache is the delta-capable cache the ADS server serves.
+func (a *Agent) Cache() cache.Cache { return a.served }
+
+// publish makes out what is served: its changes, or all of it after a full
+// build or a refusal. Every type's additions and updates go out before any
+// removal, clusters first and listeners last, so a proxy never holds a
+// listener naming a cluster it was told to drop. a.mu is held (or a is
+// not shared yet).
+func (a *Agent) publish(out *Output) error {
+	var changes [numTypes]Changes
+	full := out.Full || a.resync
+	for i, typ := range typeURLs {
+		if !full {
+			changes[i] = out.Changes[typ]
+			continue
+		}
+		// The whole output against what the cache holds: the cache works
+		// out which resources really moved from their content.
+		// A message the cache already holds is left there: the builder
+		// never changes a message it has output.
+		held := a.caches[i].GetResources()
+		c := Changes{Updated: make(map[string]types.Resource, len(out.Resources[typ]))}
+		for _, r := range out.Resources[typ] {
+			name := cache.GetResourceName(r)
+			if held[name] != r {
+				c.Updated[name] = r
+			}
+			delete(held, name)
+		}
+		for name := range held {
+			c.Removed = append(c.Removed, name)
+		}
+		changes[i] = c
+	}
+	// Until every step below has succeeded, what is served is neither
+	// the old output nor out.
+	a.resync = true
+	for i, typ := range typeURLs {
+		if len(changes[i].Updated) == 0 {
+			continue
+		}
+		if err := a.caches[i].UpdateResources(changes[i].Updated, nil); err != nil {
+			return fmt.Errorf("failed to publish %d %s resources: %w", len(changes[i].Updated), typ, err)
+		}
+	}
+	for i := numTypes - 1; i >= 0; i-- {
+		if len(changes[i].Removed) == 0 {
+			continue
+		}
+		if err := a.caches[i].UpdateResources(nil, changes[i].Removed); err != nil {
+			return fmt.Errorf("failed to remove %d %s resources: %w", len(changes[i].Removed), typeURLs[i], err)
+		}
+	}
+	a.resync = false
+	if err := a.served.release(); err != nil {
+		// Published all the same: only the streams whose watch failed
+		// go unanswered, as they would have on any publish.
+		a.log.Error("a waiting xDS watch failed", "err", err)
+	}
+	return nil
+}
 
 // Current returns the last published output and its version, or nil.
 func (a *Agent) Current() (*Output, string) {
@@ -181,6 +263,7 @@ func (a *Agent) Apply(st *registry.State) error {
 	version := fmt.Sprintf("v%d", a.serial+1)
 	out, err := a.builder.Build(st, version)
 	if err != nil {
+		// The builder starts over; its next build is a full one.
 		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
 	}
 	if err := validate.Check(out.Resources); err != nil {
@@ -192,12 +275,16 @@ func (a *Agent) Apply(st *registry.State) error {
 			}
 			reason = fmt.Sprint(ve.Gates())
 		}
+		// The builder has moved on to out, which is not served: the next
+		// build's changes would be relative to out, so the next publish
+		// is of the whole output.
+		a.resync = true
 		a.lastErr = &RefusedError{Node: a.opts.Node, Reason: reason, Err: err}
 		a.log.Error("snapshot refused", "node", a.opts.Node, "version", version, "keeping", a.version, "err", err)
 		return a.lastErr
 	}
-	if err := a.cache.SetSnapshot(context.Background(), a.opts.Node, out.Snapshot); err != nil {
-		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
+	if err := a.publish(out); err != nil {
+		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "publish", Err: err})
 	}
 	a.serial++
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false

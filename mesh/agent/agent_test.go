@@ -177,9 +177,12 @@ func TestGateRefusalKeepsLastSnapshot(t *testing.T) {
 	if n := testutil.ToFloat64(a.metrics.refused.WithLabelValues("validate_all")); n != 1 {
 		t.Fatalf("refusals counted = %v, want 1", n)
 	}
-	snap, err := a.Cache().GetSnapshot("node-a")
-	if err != nil || snap.GetVersion(resource.ListenerType) != "v1" {
-		t.Fatalf("cache holds %v (err %v), want the last good v1", snap, err)
+	good, version := a.Current()
+	if version != "v1" {
+		t.Fatalf("agent reports %s, want the last good v1", version)
+	}
+	if err := sameResources(served(a), good.Resources); err != nil {
+		t.Fatalf("cache does not hold the last good v1: %v", err)
 	}
 }
 

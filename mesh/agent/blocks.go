@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -268,17 +267,8 @@ func (b *Builder) marshal(m proto.Message) ([]byte, error) {
 	return out[start:len(out):len(out)], nil
 }
 
-// versionOf is a fingerprint as a resource version, carved from the
-// builder's text chunk.
-func (b *Builder) versionOf(fp uint64) string {
-	b.textRoom(16) // hex digits of a uint64
-	start := len(b.textBuf)
-	b.textBuf = strconv.AppendUint(b.textBuf, fp, 16)
-	return b.textFrom(start)
-}
-
 // textRoom makes sure the text chunk has n bytes of room. Text (names,
-// addresses, versions) is carved from chunks, one allocation for many
+// addresses) is carved from chunks, one allocation for many
 // strings, laid out in the order the build writes and reads them.
 func (b *Builder) textRoom(n int) {
 	if cap(b.textBuf)-len(b.textBuf) < n {

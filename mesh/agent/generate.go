@@ -4,10 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +19,6 @@ import (
 	udpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	netinputs "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -57,12 +54,23 @@ func TCPCaptureListenerName(p *registry.Pod) string {
 
 // Output is one node's generated configuration.
 type Output struct {
-	Snapshot  *cache.Snapshot
 	Resources map[resource.Type][]types.Resource
+	// Changes is what this build changed since the builder's previous
+	// one, per type: what a cache holding the previous output needs to
+	// serve this one. A full build (Full) leaves it empty; the whole of
+	// Resources is the change.
+	Changes   map[resource.Type]Changes
+	Full      bool
 	Selection UDPSelection
 	// PodsWithoutNetns are local pods that got no capture listener because
 	// their sandbox path is not known yet.
 	PodsWithoutNetns []registry.Key
+}
+
+// Changes is one resource type's difference between two builds.
+type Changes struct {
+	Updated map[string]types.Resource
+	Removed []string
 }
 
 // Builder generates a node's xDS resources incrementally. Every build
@@ -70,9 +78,9 @@ type Output struct {
 // from and regenerates only what a change touched: a service's clusters,
 // load assignments and TCP chain, the UDPRoutes that name the service, the
 // shared udp_proxy filter when an arm moved, and the per-pod listeners whose
-// filter changed. The snapshot's name index and delta version map are kept
-// between builds too, and copied only for the resource types that changed,
-// because the previous snapshot is still being served and must not change.
+// filter changed. The name index is kept between builds too and is never
+// handed out: a build reports the names it touched (Output.Changes), and
+// only those are published, so a change costs no copy of the index.
 //
 // A Builder is not safe for concurrent use. A failed Build leaves it cold,
 // so the next one starts from scratch.
@@ -120,12 +128,11 @@ type Builder struct {
 	// The udp_proxy filter is one message over every arm, shared by every
 	// pod's UDP listener; it is encoded again only when the arms or
 	// on_no_match change, not on an endpoint change.
-	blackhole      *cluster.Cluster
-	clusterVersion string
-	udpFP          uint64
-	udpFilter      *listener.ListenerFilter
-	udpArms        []UDPArm
-	udpNoMatch     string
+	blackhole  *cluster.Cluster
+	udpFP      uint64
+	udpFilter  *listener.ListenerFilter
+	udpArms    []UDPArm
+	udpNoMatch string
 	// chains is every TCP service's filter chain in service order, shared
 	// by every pod's TCP listener.
 	chains   []*listener.FilterChain
@@ -135,7 +142,7 @@ type Builder struct {
 
 	idx [numTypes]typeIndex
 
-	// encBuf and textBuf are the chunks encoded messages and versions are
+	// encBuf and textBuf are the chunks encoded messages and text are
 	// carved from (see marshal); proxy is the scratch tcp_proxy encoded
 	// for every TCP chain.
 	encBuf, textBuf []byte
@@ -162,47 +169,42 @@ const (
 
 var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType}
 
-// typeIndex is one type's name index and version map. After a build the
-// working maps are the snapshot's own (shared); the next build that changes
-// the type copies them first, so a published snapshot never changes and a
-// type that did not change is not copied at all.
+// typeIndex is one type's name index, the builder's own: touched records
+// the names a build set or deleted, from which the build's Changes are
+// drawn. Resource versions are the cache's, a hash of each resource's
+// encoding, so a version moves exactly when its content does.
 type typeIndex struct {
-	items    map[string]types.ResourceWithTTL
-	versions map[string]string
-	changed  bool
-	shared   bool
-
-	frozenItems    map[string]types.ResourceWithTTL
-	frozenVersions map[string]string
+	items   map[string]types.Resource
+	changed bool
+	touched []string
 }
 
-func (t *typeIndex) own() {
-	if t.shared {
-		t.items, t.versions, t.shared = maps.Clone(t.items), maps.Clone(t.versions), false
-	}
-}
-
-func (t *typeIndex) set(name string, r types.Resource, version string) {
-	t.own()
-	t.items[name] = types.ResourceWithTTL{Resource: r}
-	t.versions[name] = version
+func (t *typeIndex) set(name string, r types.Resource) {
+	t.items[name] = r
+	t.touched = append(t.touched, name)
 	t.changed = true
 }
 
 func (t *typeIndex) del(name string) {
 	if _, ok := t.items[name]; ok {
-		t.own()
 		delete(t.items, name)
-		delete(t.versions, name)
+		t.touched = append(t.touched, name)
 		t.changed = true
 	}
 }
 
-func (t *typeIndex) freeze() {
-	if t.changed || t.frozenItems == nil {
-		t.frozenItems, t.frozenVersions, t.shared = t.items, t.versions, true
-		t.changed = false
+// changes is what the build touched, and starts the next build's record.
+func (t *typeIndex) changes() Changes {
+	c := Changes{Updated: make(map[string]types.Resource, len(t.touched))}
+	for _, name := range t.touched {
+		if r, ok := t.items[name]; ok {
+			c.Updated[name] = r
+		} else if !slices.Contains(c.Removed, name) {
+			c.Removed = append(c.Removed, name)
+		}
 	}
+	t.touched, t.changed = t.touched[:0], false
+	return c
 }
 
 // svcEntry is one service's generated pieces and the inputs they were
@@ -239,9 +241,9 @@ type svcClusters struct {
 	cluster *cluster.Cluster
 	cla     *endpoint.ClusterLoadAssignment
 	claFP   uint64
-	// name and claVersion are kept beside the messages so that indexing
-	// a full build reads the entry alone, not each cluster's message.
-	name, claVersion string
+	// name is kept beside the messages so that indexing a full build
+	// reads the entry alone, not each cluster's message.
+	name string
 }
 
 type routeEntry struct {
@@ -259,8 +261,6 @@ type podEntry struct {
 // NewBuilder returns a builder for node in mode.
 func NewBuilder(node string, mode constants.CaptureMode) *Builder {
 	b := &Builder{Node: node, Mode: mode, seed: maphash.MakeSeed()}
-	h := b.hasher("cluster")
-	b.clusterVersion = version(h.Sum64())
 	b.reset()
 	return b
 }
@@ -279,15 +279,12 @@ func (b *Builder) reset() {
 	b.udpFP, b.udpFilter, b.udpArms, b.udpNoMatch = 0, nil, nil, ""
 	b.chains, b.chainsFP = nil, 0
 	for i := range b.idx {
-		b.idx[i] = typeIndex{items: map[string]types.ResourceWithTTL{}, versions: map[string]string{}, changed: true}
+		b.idx[i] = typeIndex{items: map[string]types.Resource{}, changed: true}
 	}
 }
 
-// hasher is the builder's fingerprint: per process (the seed is random), so
-// the versions derived from it are too. A restarted agent therefore resends
-// every resource to a proxy that resumes with initial_resource_versions,
-// which is safe; a version that outlived the code that generated it would
-// not be.
+// hasher is the builder's fingerprint of a piece's inputs: per process
+// (the seed is random), so it never outlives the code that computed it.
 type hasher struct{ maphash.Hash }
 
 func (b *Builder) hasher(tag string) (h hasher) {
@@ -319,8 +316,6 @@ func (b *Builder) listenerFP(tag, name, netns string, filter uint64) uint64 {
 	return h.str(name).str(netns).u64(filter).Sum64()
 }
 
-func version(fp uint64) string { return strconv.FormatUint(fp, 16) }
-
 // same reports whether svc and its endpoints are the inputs e was
 // generated from.
 func (e *svcEntry) same(svc *registry.Service, eps []registry.Endpoint) bool {
@@ -340,9 +335,10 @@ func (e *svcEntry) same(svc *registry.Service, eps []registry.Endpoint) bool {
 	return n == len(e.ready)
 }
 
-// Build generates the node's resources from st and wraps them in a
-// snapshot with the given version. The result is the same as a fresh
-// builder's (TestIncrementalBuildEqualsFromScratch).
+// Build generates the node's resources from st, and what changed since the
+// previous build. The result is the same as a fresh builder's
+// (TestIncrementalBuildEqualsFromScratch). version is the caller's name for
+// the build; resources are versioned by the cache, from their content.
 func (b *Builder) Build(st *registry.State, version string) (out *Output, err error) {
 	defer func() {
 		if err != nil {
@@ -368,7 +364,7 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 		// The cluster and endpoint indexes are filled after the walk, when
 		// their sizes are known (indexAll).
 		li := &b.idx[listenerIdx]
-		li.items, li.versions = make(map[string]types.ResourceWithTTL, 2*len(st.Pods)), make(map[string]string, 2*len(st.Pods))
+		li.items = make(map[string]types.Resource, 2*len(st.Pods))
 	}
 	b.deps = deps
 	b.gen++
@@ -535,14 +531,15 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	out.Resources[resource.ClusterType] = b.clusterList
 	out.Resources[resource.EndpointType] = b.claList
 	out.Resources[resource.ListenerType] = listeners
-	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, numTypes)}
+	out.Full = full
+	out.Changes = make(map[resource.Type]Changes, numTypes)
 	for i := range b.idx {
-		t := &b.idx[i]
-		t.freeze()
-		snap.Resources[cache.GetResponseType(typeURLs[i])] = cache.Resources{Version: version, Items: t.frozenItems}
-		snap.VersionMap[typeURLs[i]] = t.frozenVersions
+		if full {
+			b.idx[i].touched, b.idx[i].changed = b.idx[i].touched[:0], false
+			continue
+		}
+		out.Changes[typeURLs[i]] = b.idx[i].changes()
 	}
-	out.Snapshot = snap
 	if full {
 		b.slabFloor = b.slabSize()
 	}
@@ -749,7 +746,7 @@ func (b *Builder) podListeners(st *registry.State, udpFilter *listener.ListenerF
 				Transparent:     wrapperspb.Bool(true),
 				ListenerFilters: []*listener.ListenerFilter{udpFilter},
 			}, fp
-			li.set(uname, pe.udp, version(fp))
+			li.set(uname, pe.udp)
 		}
 		if len(b.chains) == 0 {
 			pe.tcp, pe.tcpFP = nil, 0
@@ -761,7 +758,7 @@ func (b *Builder) podListeners(st *registry.State, udpFilter *listener.ListenerF
 				Transparent:  wrapperspb.Bool(true),
 				FilterChains: b.chains,
 			}, fp
-			li.set(tname, pe.tcp, version(fp))
+			li.set(tname, pe.tcp)
 		}
 		if pe.udp != nil {
 			listeners = append(listeners, pe.udp)
@@ -907,15 +904,15 @@ func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress
 	} else {
 		c.cluster = b.edsCluster(name)
 		if !full {
-			b.idx[clusterIdx].set(name, c.cluster, b.clusterVersion)
+			b.idx[clusterIdx].set(name, c.cluster)
 		}
 	}
 	if prev != nil && prev.claFP == fp {
-		c.cla, c.claVersion = prev.cla, prev.claVersion
+		c.cla = prev.cla
 	} else {
-		c.cla, c.claVersion = b.loadAssignment(name, proto, port, ready, addrs), b.versionOf(fp)
+		c.cla = b.loadAssignment(name, proto, port, ready, addrs)
 		if !full {
-			b.idx[endpointIdx].set(name, c.cla, c.claVersion)
+			b.idx[endpointIdx].set(name, c.cla)
 		}
 	}
 }
@@ -936,19 +933,15 @@ func (b *Builder) indexAll() {
 		}
 	}
 	ci, ei := &b.idx[clusterIdx], &b.idx[endpointIdx]
-	ci.items, ci.versions = make(map[string]types.ResourceWithTTL, n+1), make(map[string]string, n+1)
-	ei.items, ei.versions = make(map[string]types.ResourceWithTTL, n), make(map[string]string, n)
-	ci.changed, ei.changed, ci.shared, ei.shared = true, true, false, false
-	ci.items[BlackholeCluster], ci.versions[BlackholeCluster] = types.ResourceWithTTL{Resource: b.blackhole}, "static"
+	ci.items, ei.items = make(map[string]types.Resource, n+1), make(map[string]types.Resource, n)
+	ci.changed, ei.changed = true, true
+	ci.items[BlackholeCluster] = b.blackhole
 	for _, e := range b.services {
 		for _, c := range [2]*svcClusters{e.udp, e.tcp} {
 			if c == nil {
 				continue
 			}
-			// A service cluster's content is a function of its name
-			// alone, so one version per builder serves them all.
-			ci.items[c.name], ci.versions[c.name] = types.ResourceWithTTL{Resource: c.cluster}, b.clusterVersion
-			ei.items[c.name], ei.versions[c.name] = types.ResourceWithTTL{Resource: c.cla}, c.claVersion
+			ci.items[c.name], ei.items[c.name] = c.cluster, c.cla
 		}
 	}
 }

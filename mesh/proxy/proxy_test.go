@@ -294,6 +294,13 @@ func TestUpdateKeepsOtherSessions(t *testing.T) {
 			t.Errorf("svc-a's session source %s carried %d datagrams, want 2 (one before, one after)", s, after[s])
 		}
 	}
+	// The update reaches the proxy as separate CDS, EDS and LDS responses
+	// whose order the server does not fix, so svc-c may route a moment
+	// before svc-b's removal lands; the removal must land all the same.
+	waitFor(t, "svc-b to stop routing", func() bool {
+		_, _, err := exchangeWithin(b, "probe", 300*time.Millisecond)
+		return err != nil
+	})
 	gotB := f.backends[1].Got()
 	if reply, _, err := exchangeWithin(b, "gone", 200*time.Millisecond); err == nil {
 		t.Errorf("removed svc-b still answered %q", reply)

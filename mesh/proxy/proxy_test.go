@@ -127,6 +127,14 @@ type fixture struct {
 // with its name, behind one capture listener on the client pod.
 func newFixture(t *testing.T, n int, idle time.Duration, tcp bool) *fixture {
 	t.Helper()
+	return newFixturePublishing(t, n, n, idle, tcp)
+}
+
+// newFixturePublishing is newFixture with only the first published
+// services in the initial snapshot; the rest have backends but no route,
+// for a test to add later.
+func newFixturePublishing(t *testing.T, n, published int, idle time.Duration, tcp bool) *fixture {
+	t.Helper()
 	privileged.Require(t)
 	f := &fixture{rig: proxytest.NewRig(t, n), srv: proxytest.NewServer(t)}
 	for i := range n {
@@ -141,7 +149,7 @@ func newFixture(t *testing.T, n int, idle time.Duration, tcp bool) *fixture {
 		tcpSvcs = f.tcpServices(t)
 		listeners = append(listeners, tcpName)
 	}
-	f.srv.Set(t, node, proxytest.UDPSnapshot(f.rig.Pod.Path, idle, f.svcs, tcpSvcs))
+	f.srv.Set(t, node, proxytest.UDPSnapshot(f.rig.Pod.Path, idle, f.svcs[:published], tcpSvcs))
 	f.p = startProxy(t, f.rig, f.srv, proxy.DefaultBatch, listeners...)
 	return f
 }
@@ -265,7 +273,7 @@ func TestUDPSessionsPerFiveTupleWithIdleTimeout(t *testing.T) {
 // (the same upstream socket), the new service routes at once, and the
 // removed one is dropped into the blackhole.
 func TestUpdateKeepsOtherSessions(t *testing.T) {
-	f := newFixture(t, 3, time.Minute, false)
+	f := newFixturePublishing(t, 3, 2, time.Minute, false)
 	a := f.rig.Dial(t, netip.AddrPortFrom(f.svcs[0].VIP, port))
 	b := f.rig.Dial(t, netip.AddrPortFrom(f.svcs[1].VIP, port))
 	for _, c := range []*net.UDPConn{a, b} {
@@ -274,12 +282,21 @@ func TestUpdateKeepsOtherSessions(t *testing.T) {
 		}
 	}
 	before := f.backends[0].Sources()
+	c := f.rig.Dial(t, netip.AddrPortFrom(f.svcs[2].VIP, port))
+	// svc-c routing is the sign the update landed, so it must not route
+	// before the update is published.
+	if reply, _, err := exchangeWithin(c, "early", 200*time.Millisecond); err == nil {
+		t.Fatalf("svc-c answered %q before it was published; its routing proves nothing about the update", reply)
+	}
 	// svc-b leaves, svc-c arrives.
 	next := []proxytest.Service{f.svcs[0], f.svcs[2]}
 	f.srv.Set(t, node, proxytest.UDPSnapshot(f.rig.Pod.Path, time.Minute, next, nil))
-	c := f.rig.Dial(t, netip.AddrPortFrom(f.svcs[2].VIP, port))
+	// svc-c routes only once the new LDS (its arm) is applied and its
+	// cluster is warm, which takes its EDS, subscribed only after the CDS
+	// response that adds it. That same CDS response removes svc-b's
+	// cluster, so svc-b's session is closed before svc-c can answer.
 	waitFor(t, "svc-c to route", func() bool {
-		reply, _, err := exchange(c, "new")
+		reply, _, err := exchangeWithin(c, "new", 200*time.Millisecond)
 		return err == nil && reply == f.svcs[2].Name
 	})
 	if reply, _, err := exchange(a, "after"); err != nil || reply != f.svcs[0].Name {
@@ -294,13 +311,6 @@ func TestUpdateKeepsOtherSessions(t *testing.T) {
 			t.Errorf("svc-a's session source %s carried %d datagrams, want 2 (one before, one after)", s, after[s])
 		}
 	}
-	// The update reaches the proxy as separate CDS, EDS and LDS responses
-	// whose order the server does not fix, so svc-c may route a moment
-	// before svc-b's removal lands; the removal must land all the same.
-	waitFor(t, "svc-b to stop routing", func() bool {
-		_, _, err := exchangeWithin(b, "probe", 300*time.Millisecond)
-		return err != nil
-	})
 	gotB := f.backends[1].Got()
 	if reply, _, err := exchangeWithin(b, "gone", 200*time.Millisecond); err == nil {
 		t.Errorf("removed svc-b still answered %q", reply)

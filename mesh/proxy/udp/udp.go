@@ -129,28 +129,37 @@ func (l *Listener) LocalAddr() netip.AddrPort { return l.conn.LocalAddr().(*net.
 // Update swaps the udp_proxy configuration in place. The socket stays, and
 // so does every session whose destination still routes to its cluster.
 func (l *Listener) Update(cfg *listener.UDP) {
+	// The store comes before the scan, and newSession re-checks under
+	// l.mu, so a session is either seen by the scan or made from cfg.
 	l.cfg.Store(cfg)
-	l.closeWhere(func(s *session) bool {
-		c, ok := cfg.Matcher.Cluster(s.key.Dst.Addr())
-		return !ok || c != s.cluster
-	})
+	l.closeWhere(func(s *session) bool { return !routedBy(cfg, s) })
 }
 
 // ClustersChanged closes sessions whose cluster is gone or whose host left
 // it, as Envoy's udp_proxy does on cluster removal and host-set updates.
+// The caller publishes the clusters before calling it (see Update).
 func (l *Listener) ClustersChanged() {
-	l.closeWhere(func(s *session) bool {
-		c := l.clusters.Active(s.cluster)
-		if c == nil {
+	l.closeWhere(func(s *session) bool { return !l.hostActive(s) })
+}
+
+// routedBy reports whether cfg still sends s's destination to s's cluster.
+func routedBy(cfg *listener.UDP, s *session) bool {
+	c, ok := cfg.Matcher.Cluster(s.key.Dst.Addr())
+	return ok && c == s.cluster
+}
+
+// hostActive reports whether s's cluster is active and still holds s's host.
+func (l *Listener) hostActive(s *session) bool {
+	c := l.clusters.Active(s.cluster)
+	if c == nil {
+		return false
+	}
+	for _, e := range c.Endpoints() {
+		if e.Addr == s.host {
 			return true
 		}
-		for _, e := range c.Endpoints() {
-			if e.Addr == s.host {
-				return false
-			}
-		}
-		return true
-	})
+	}
+	return false
 }
 
 // Sessions returns the live sessions' keys.
@@ -302,42 +311,76 @@ func (l *Listener) route(m *ipv4.Message) *session {
 	return l.newSession(key)
 }
 
+// staleRetries bounds how often newSession starts over because an update
+// landed while it dialed; each retry needs another update in that window.
+const staleRetries = 3
+
+// beforeInsert, when set (by tests only), runs after newSession has routed
+// and dialed and before it takes l.mu to insert: the window an update can
+// land in.
+var beforeInsert func(l *Listener, key Key)
+
 func (l *Listener) newSession(key Key) *session {
+	for range staleRetries {
+		s, stale := l.tryNewSession(key)
+		if !stale {
+			return s
+		}
+	}
+	// Updates kept landing mid-dial; the client's next datagram retries.
+	l.stats.NoRoute.Inc()
+	return nil
+}
+
+// tryNewSession routes key with the current configuration and inserts the
+// session only if that route still holds under l.mu. An Update or
+// ClustersChanged that scanned the map while this one dialed did not see
+// the session, so without the re-check it would outlive its route until
+// idle; stale reports that case, and the caller routes again.
+func (l *Listener) tryNewSession(key Key) (s *session, stale bool) {
 	cfg := l.cfg.Load()
 	name, ok := cfg.Matcher.Cluster(key.Dst.Addr())
 	if !ok {
 		l.stats.NoRoute.Inc()
-		return nil
+		return nil, false
 	}
 	c := l.clusters.Active(name)
 	if c == nil {
 		l.stats.NoCluster.Inc()
-		return nil
+		return nil, false
 	}
 	cs := l.opts.Metrics.Cluster(name)
 	host, err := c.Pick()
 	if err != nil {
 		l.stats.NoHealthy.Inc()
 		cs.NoneHealthy.Inc()
-		return nil
+		return nil, false
 	}
 	up, err := transparent.DialUDP(l.opts.UpstreamNetns, netip.AddrPort{}, host, transparent.Options{Mark: l.opts.Mark})
 	if err != nil {
 		l.stats.UpstreamError.Inc()
 		cs.Errors.Inc()
 		l.opts.Log.Warn("upstream socket failed", "listener", l.name, "cluster", name, "host", host, "err", err)
-		return nil
+		return nil, false
 	}
-	s := &session{
+	s = &session{
 		key: key, cluster: name, host: host, up: up, upPC: ipv4.NewPacketConn(up),
 		replyOOB: transparent.PktinfoFrom(key.Dst.Addr()), replyAddr: net.UDPAddrFromAddrPort(key.Src), cstats: cs,
 	}
 	s.touch()
+	if beforeInsert != nil {
+		beforeInsert(l, key)
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		s.close()
-		return nil
+		return nil, false
+	}
+	if !routedBy(l.cfg.Load(), s) || !l.hostActive(s) {
+		l.mu.Unlock()
+		s.close()
+		return nil, true
 	}
 	l.sessions[key] = s
 	l.mu.Unlock()
@@ -346,7 +389,7 @@ func (l *Listener) newSession(key Key) *session {
 	cs.Sessions.Inc()
 	l.wg.Add(1)
 	go l.replies(s)
-	return s
+	return s, false
 }
 
 func (l *Listener) sendUp(s *session, out []ipv4.Message) {

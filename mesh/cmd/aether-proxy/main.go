@@ -33,10 +33,13 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("aether-proxy", flag.ContinueOnError)
 	node := fs.String("node", "", "Envoy node id: the node's name (required)")
 	target := fs.String("xds", "", "the agent's ADS address: unix:///path or host:port (required)")
-	metricsAddr := fs.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:15091", "loopback address for /metrics (the agent's default is 15090)")
 	markFlag := fs.String("mark", fmt.Sprintf("%#x", constants.CapturePassthroughFwMark), "SO_MARK on upstream egress")
 	batch := fs.Int("batch", proxy.DefaultBatch, "UDP datagrams per recvmmsg/sendmmsg (1 disables batching)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *node == "" || *target == "" {

@@ -8,6 +8,9 @@
 // `aether-soak grade`). Without suite results nothing was proven and the
 // gate fails; without soak grades it passes on the suites alone unless
 // -require-soak is set, as a release pipeline that ran a soak should.
+// -require names suites that must have written a result: a suite that
+// never got to write one (its bring-up failed) is a failure, not an
+// absence.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/aether-mesh/aether/reports/render"
 	"github.com/aether-mesh/aether/rigs/redgreen"
@@ -24,13 +28,20 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "reports/latest", "report directory written by `make gate` and `aether-soak grade`")
+	dir := flag.String("dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
 	requireSoak := flag.Bool("require-soak", false, "fail when no soak grade is present")
+	require := flag.String("require", "", "comma-separated suite names that must each have a result")
 	flag.Parse()
-	os.Exit(run(*dir, *requireSoak, os.Stdout, os.Stderr))
+	var names []string
+	for _, n := range strings.Split(*require, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	os.Exit(run(*dir, *requireSoak, names, os.Stdout, os.Stderr))
 }
 
-func run(dir string, requireSoak bool, stdout, stderr io.Writer) int {
+func run(dir string, requireSoak bool, required []string, stdout, stderr io.Writer) int {
 	files, err := filepath.Glob(filepath.Join(dir, "suites", "*.json"))
 	if err != nil {
 		fmt.Fprintf(stderr, "aether-gate: %v\n", err)
@@ -42,6 +53,7 @@ func run(dir string, requireSoak bool, stdout, stderr io.Writer) int {
 		return 1
 	}
 	failedSuites := 0
+	seen := map[string]bool{}
 	for _, f := range files {
 		r, err := redgreen.Load(f)
 		if err != nil {
@@ -49,8 +61,17 @@ func run(dir string, requireSoak bool, stdout, stderr io.Writer) int {
 			failedSuites++
 			continue
 		}
+		seen[r.Suite] = true
 		fmt.Fprintln(stdout, r.Table())
 		if r.Verdict != redgreen.Pass {
+			failedSuites++
+		}
+	}
+	nSuites := len(files)
+	for _, name := range required {
+		if !seen[name] {
+			nSuites++
+			fmt.Fprintf(stdout, "aether-gate: suite %s wrote no result under %s/suites: it did not run to the end\n", name, dir)
 			failedSuites++
 		}
 	}
@@ -82,7 +103,7 @@ func run(dir string, requireSoak bool, stdout, stderr io.Writer) int {
 	}
 	if failedSuites > 0 || failedSoaks > 0 {
 		fmt.Fprintf(stdout, "aether-gate: FAIL: %d of %d suite(s) and %d of %d soak(s) did not pass\n",
-			failedSuites, len(files), failedSoaks, len(grades))
+			failedSuites, nSuites, failedSoaks, len(grades))
 		return 1
 	}
 	fmt.Fprintf(stdout, "aether-gate: PASS: %d suite(s) and %d soak(s) passed\n", len(files), len(grades))

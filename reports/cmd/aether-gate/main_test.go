@@ -37,10 +37,10 @@ func soak(t *testing.T, dir, fixture string) {
 	}
 }
 
-func gate(t *testing.T, dir string, requireSoak bool) (int, string) {
+func gate(t *testing.T, dir string, requireSoak bool, required ...string) (int, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(dir, requireSoak, &out, &errb)
+	code := run(dir, requireSoak, required, &out, &errb)
 	return code, out.String() + errb.String()
 }
 
@@ -55,6 +55,15 @@ func TestGate(t *testing.T) {
 	code, out := gate(t, dir, false)
 	if code != 0 || !strings.Contains(out, "redirect-control") || !strings.Contains(out, "PASS: 1 suite(s) and 0 soak(s) passed") {
 		t.Errorf("one passing suite: exit %d\n%s", code, out)
+	}
+	// A required suite that wrote nothing (its bring-up failed before the
+	// result) fails the gate, even though every result present passed.
+	if code, out := gate(t, dir, false, "udproute-selection", "phase0"); code != 1 ||
+		!strings.Contains(out, "suite phase0 wrote no result") || !strings.Contains(out, "1 of 2 suite(s)") {
+		t.Errorf("required suite missing: exit %d\n%s", code, out)
+	}
+	if code, out := gate(t, dir, false, "udproute-selection"); code != 0 {
+		t.Errorf("required suite present: exit %d\n%s", code, out)
 	}
 	if code, out := gate(t, dir, true); code != 1 || !strings.Contains(out, "-require-soak") {
 		t.Errorf("-require-soak without a soak: exit %d\n%s", code, out)

@@ -18,7 +18,9 @@ import (
 // namespace's loopback, so these tests need no privilege.
 var loopback = netip.MustParseAddr("127.0.0.1")
 
-type clusters struct{ m atomic.Pointer[map[string]*cluster.Cluster] }
+type clusters struct {
+	m atomic.Pointer[map[string]*cluster.Cluster]
+}
 
 func (c *clusters) Active(name string) *cluster.Cluster { return (*c.m.Load())[name] }
 

@@ -161,34 +161,42 @@ func Install(n *netns.NS, rs Ruleset) error {
 // an error.
 func Remove(n *netns.NS, table string) error {
 	return withNft(n, func(c *nftables.Conn) error {
-		ts, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
-		if err != nil {
-			return fmt.Errorf("failed to list nftables tables in netns %q: %w", n.Name, err)
+		t, err := findTable(c, n, table)
+		if err != nil || t == nil {
+			return err
 		}
-		for _, t := range ts {
-			if t.Name == table {
-				c.DelTable(t)
-				if err := c.Flush(); err != nil {
-					return fmt.Errorf("failed to delete nftables table %q in netns %q: %w", table, n.Name, err)
-				}
-			}
+		c.DelTable(t)
+		if err := c.Flush(); err != nil {
+			return fmt.Errorf("failed to delete nftables table %q in netns %q: %w", table, n.Name, err)
 		}
 		return nil
 	})
+}
+
+// findTable returns the ip table named table, or nil when there is none.
+func findTable(c *nftables.Conn, n *netns.NS, table string) (*nftables.Table, error) {
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list nftables tables in netns %q: %w", n.Name, err)
+	}
+	for _, t := range ts {
+		if t.Name == table {
+			return t, nil
+		}
+	}
+	return nil, nil
 }
 
 // VerifyNoTable fails if the namespace holds an nftables table ip named
 // table, whatever is in it.
 func VerifyNoTable(n *netns.NS, table string) error {
 	return withNft(n, func(c *nftables.Conn) error {
-		ts, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+		t, err := findTable(c, n, table)
 		if err != nil {
-			return fmt.Errorf("failed to list nftables tables in netns %q: %w", n.Name, err)
+			return err
 		}
-		for _, t := range ts {
-			if t.Name == table {
-				return fmt.Errorf("netns %q already holds nftables table ip %q", n.Name, table)
-			}
+		if t != nil {
+			return fmt.Errorf("netns %q already holds nftables table ip %q", n.Name, table)
 		}
 		return nil
 	})

@@ -59,7 +59,7 @@ func hline(y, x0, x1 float64, c color.Color, dashed bool) (*plotter.Line, error)
 }
 
 // cpuChart: proxy CPU per request per window, h2 and h3, invalid windows
-// in grey.
+// in grey; a window whose CPU per request was not measured has no point.
 func cpuChart(c *grade.CPURatio) (string, error) {
 	p := plot.New()
 	p.Title.Text = "Proxy CPU per request, by window"
@@ -68,8 +68,11 @@ func cpuChart(c *grade.CPURatio) (string, error) {
 	var h2, h3, bad plotter.XYs
 	maxY := 0.0
 	for i, w := range c.Windows {
-		pt := plotter.XY{X: float64(i + 1), Y: w.CPUPerRequestMS}
-		maxY = math.Max(maxY, w.CPUPerRequestMS)
+		if w.CPUPerRequestMS == nil {
+			continue
+		}
+		pt := plotter.XY{X: float64(i + 1), Y: *w.CPUPerRequestMS}
+		maxY = math.Max(maxY, pt.Y)
 		switch {
 		case !w.Valid:
 			bad = append(bad, pt)
@@ -131,31 +134,23 @@ func ratioChart(c *grade.CPURatio) (string, error) {
 		p.Add(est)
 		p.Legend.Add(fmt.Sprintf("estimate %.2f×", c.Ratio), est)
 	}
-	var used, unused plotter.XYs
+	// A left-out pair has no ratio to plot; its slot on the axis stays
+	// empty, and the table below the chart says why.
+	var used plotter.XYs
 	for i, pr := range c.Pairs {
-		maxY = math.Max(maxY, pr.Ratio)
 		if pr.Used {
+			maxY = math.Max(maxY, pr.Ratio)
 			used = append(used, plotter.XY{X: float64(i + 1), Y: pr.Ratio})
-		} else if pr.Ratio > 0 {
-			unused = append(unused, plotter.XY{X: float64(i + 1), Y: pr.Ratio})
 		}
 	}
-	for _, s := range []struct {
-		xy   plotter.XYs
-		name string
-		col  color.Color
-		g    draw.GlyphDrawer
-	}{{used, "pair", colH3, draw.CircleGlyph{}}, {unused, "pair left out", colInvalid, draw.CrossGlyph{}}} {
-		if len(s.xy) == 0 {
-			continue
-		}
-		sc, err := plotter.NewScatter(s.xy)
+	if len(used) > 0 {
+		sc, err := plotter.NewScatter(used)
 		if err != nil {
 			return "", err
 		}
-		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = s.col, s.g, vg.Points(4)
+		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = colH3, draw.CircleGlyph{}, vg.Points(4)
 		p.Add(sc)
-		p.Legend.Add(s.name, sc)
+		p.Legend.Add("pair", sc)
 	}
 	lim, err := hline(c.Max, x0, x1, colLimit, true)
 	if err != nil {

@@ -284,13 +284,33 @@ func HTML(g *grade.Grade, suites []redgreen.Result) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+func fixed1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func fixed3(v float64) string { return fmt.Sprintf("%.3f", v) }
+func count(v float64) string  { return grade.FormatCount(int64(v)) }
+
+// notMeasured formats a figure a grade may lack: nil is a figure nobody
+// measured, and the page says so rather than print a zero.
+func notMeasured(f func(float64) string) func(*float64) string {
+	return func(v *float64) string {
+		if v == nil {
+			return notMeasuredText
+		}
+		return f(*v)
+	}
+}
+
+// notMeasuredText stands in the report for a figure the grade has not got.
+const notMeasuredText = "not measured"
+
 var funcs = template.FuncMap{
 	"class": func(v any) string { return verdictClass(fmt.Sprint(v)) },
-	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f1":    fixed1,
 	"pct":   func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
 	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"f3":    func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"n":     func(v float64) string { return grade.FormatCount(int64(v)) },
+	"f3":    fixed3,
+	"mf1":   notMeasured(fixed1),
+	"mf3":   notMeasured(fixed3),
+	"mn":    notMeasured(count),
 	"i":     func(v int64) string { return grade.FormatCount(v) },
 	"t":     func(v interface{ Format(string) string }) string { return v.Format("2006-01-02 15:04") },
 	"hm":    func(v interface{ Format(string) string }) string { return v.Format("15:04") },
@@ -332,10 +352,10 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 <p>{{.Method}}. Target {{f1 .TargetRPS}} rps; gate ≤ {{f2 .Max}}×.
 {{if .Ratio}}Estimate <b>{{f2 .Ratio}}×</b>{{if .Bounded}}, interval [{{f3 .Lower}}, {{f3 .Upper}}] at {{pct .Confidence}} exact coverage{{end}}.{{end}}</p>
 {{if .Windows}}<table><tr><th>window</th><th>protocol</th><th>build</th><th>span</th><th>CPU source</th><th>CPU s</th><th>proxy requests</th><th>client requests</th><th>achieved rps</th><th>ms CPU/request</th><th>valid</th></tr>
-{{range .Windows}}<tr><td>{{.Name}}</td><td>{{.Protocol}}</td><td>{{.Build}}</td><td>{{t .Start}}–{{hm .End}}</td><td>{{.CPUSource}}</td><td class="num">{{f1 .CPUSeconds}}</td><td class="num">{{n .ProxyRequests}}</td><td class="num">{{n .ClientRequests}}</td><td class="num">{{f1 .AchievedRPS}}</td><td class="num">{{f3 .CPUPerRequestMS}}</td><td>{{if .Valid}}yes{{else}}<b>no</b>: {{.Invalid}}{{end}}</td></tr>
+{{range .Windows}}<tr><td>{{.Name}}</td><td>{{.Protocol}}</td><td>{{.Build}}</td><td>{{t .Start}}–{{hm .End}}</td><td>{{.CPUSource}}</td><td class="num">{{mf1 .CPUSeconds}}</td><td class="num">{{mn .ProxyRequests}}</td><td class="num">{{mn .ClientRequests}}</td><td class="num">{{mf1 .AchievedRPS}}</td><td class="num">{{mf3 .CPUPerRequestMS}}</td><td>{{if .Valid}}yes{{else}}<b>no</b>: {{.Invalid}}{{end}}</td></tr>
 {{end}}</table>
 <table><tr><th>pair</th><th>h2 window</th><th>h3 window</th><th>h3/h2</th><th>used</th></tr>
-{{range $i, $p := .Pairs}}<tr><td>{{$i}}</td><td>{{$p.H2}}</td><td>{{$p.H3}}</td><td class="num">{{f3 $p.Ratio}}</td><td>{{if $p.Used}}yes{{else}}no: {{$p.Reason}}{{end}}</td></tr>
+{{range $i, $p := .Pairs}}<tr><td>{{$i}}</td><td>{{$p.H2}}</td><td>{{$p.H3}}</td>{{if $p.Used}}<td class="num">{{f3 $p.Ratio}}</td><td>yes</td>{{else}}<td class="num">—</td><td>no: {{$p.Reason}}</td>{{end}}</tr>
 {{end}}</table>{{end}}{{end}}
 
 {{with .G.Liveness}}<h2>Liveness</h2>

@@ -140,61 +140,97 @@ func FormatMatch(match map[string]string) string {
 
 // Increase sums, over the series, how much each counter grew in (from, to].
 // A sample lower than its predecessor is a reset (the process restarted
-// and counted from zero), so the growth across it is the new value. A
-// series that first appears inside the interval started from zero too.
+// and counted from zero), so the growth across it is the new value.
 //
-// Growth is attributed to the interval holding the later sample; with
-// window boundaries on sample times, as the manifest requires, nothing is
-// interpolated.
-func Increase(series []Series, from, to time.Time) float64 {
+// Both boundaries must be sample times of every series. A series with no
+// sample at or before from (it first appears inside the interval) has no
+// baseline: its growth there is unknown, and reading its first value as
+// growth from zero would count everything it counted before it was first
+// scraped. That is a *CoverageError. A boundary that falls between two
+// samples would have to give the growth between them to one side or split
+// it by a guess; that is a *GridError, naming the samples either side.
+func Increase(series []Series, from, to time.Time) (float64, error) {
+	if len(series) == 0 {
+		return 0, fmt.Errorf("no series to take the increase of over %s .. %s", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
 	total := 0.0
 	for _, s := range series {
-		var prev *Point
-		for i := range s.Points {
-			p := s.Points[i]
-			if p.T.After(to) {
-				break
+		if err := onGrid(s, from, to); err != nil {
+			return 0, err
+		}
+		for i := 1; i < len(s.Points); i++ {
+			p, prev := s.Points[i], s.Points[i-1]
+			if !p.T.After(from) || p.T.After(to) {
+				continue
 			}
-			if p.T.After(from) {
-				switch {
-				case prev == nil:
-					total += p.V
-				case p.V >= prev.V:
-					total += p.V - prev.V
-				default:
-					total += p.V
-				}
+			if p.V >= prev.V {
+				total += p.V - prev.V
+			} else {
+				total += p.V
 			}
-			prev = &s.Points[i]
 		}
 	}
-	return total
+	return total, nil
 }
 
-// Covers reports whether every series has a sample at or before from and
-// at or after to, so that Increase over the interval saw all of it.
-func Covers(series []Series, from, to time.Time) bool {
-	if len(series) == 0 {
-		return false
+// CoverageError: a series' samples do not span an interval, so its growth
+// over the interval was never measured.
+type CoverageError struct {
+	Series      string
+	First, Last time.Time
+	From, To    time.Time
+}
+
+func (e *CoverageError) Error() string {
+	return fmt.Sprintf("series %s has samples from %s to %s, which do not cover %s .. %s: its increase there was not measured",
+		e.Series, e.First.Format(time.RFC3339), e.Last.Format(time.RFC3339), e.From.Format(time.RFC3339), e.To.Format(time.RFC3339))
+}
+
+// GridError: a boundary is not a sample time of a series.
+type GridError struct {
+	Series        string
+	At            time.Time
+	Before, After time.Time
+}
+
+func (e *GridError) Error() string {
+	return fmt.Sprintf("boundary %s is not a sample time of series %s (nearest samples %s and %s): boundaries must lie on the sample grid",
+		e.At.Format(time.RFC3339), e.Series, e.Before.Format(time.RFC3339), e.After.Format(time.RFC3339))
+}
+
+// onGrid checks that s has a sample at from and one at to.
+func onGrid(s Series, from, to time.Time) error {
+	name := FormatMatch(s.Labels)
+	if len(s.Points) == 0 {
+		return fmt.Errorf("series %s has no samples", name)
 	}
-	for _, s := range series {
-		if len(s.Points) == 0 || s.Points[0].T.After(from) || s.Points[len(s.Points)-1].T.Before(to) {
-			return false
+	first, last := s.Points[0].T, s.Points[len(s.Points)-1].T
+	if first.After(from) || last.Before(to) {
+		return &CoverageError{Series: name, First: first, Last: last, From: from, To: to}
+	}
+	for _, at := range []time.Time{from, to} {
+		i := sort.Search(len(s.Points), func(i int) bool { return !s.Points[i].T.Before(at) })
+		if !s.Points[i].T.Equal(at) {
+			return &GridError{Series: name, At: at, Before: s.Points[i-1].T, After: s.Points[i].T}
 		}
 	}
-	return true
+	return nil
 }
 
 // Steps returns the increase per step from start to end: the timeline a
-// report plots.
-func Steps(series []Series, start, end time.Time, step time.Duration) []Point {
+// report plots. Every step boundary must be on the sample grid (Increase).
+func Steps(series []Series, start, end time.Time, step time.Duration) ([]Point, error) {
 	var out []Point
 	for t := start; t.Before(end); t = t.Add(step) {
 		u := t.Add(step)
 		if u.After(end) {
 			u = end
 		}
-		out = append(out, Point{T: u, V: Increase(series, t, u)})
+		v, err := Increase(series, t, u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Point{T: u, V: v})
 	}
-	return out
+	return out, nil
 }

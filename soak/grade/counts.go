@@ -55,8 +55,8 @@ func gradeLiveness(m *manifest.Manifest, ev *loader) (*Liveness, Gate, error) {
 		return nil, Gate{}, err
 	}
 	l := &Liveness{SLO: m.Gates.Liveness.SLO, Total: total, Failed: failed}
-	for _, p := range evidence.Steps(failedS, m.Start, m.End, sampleStep(failedS)) {
-		l.Timeline = append(l.Timeline, TimePoint{T: p.T, V: p.V})
+	if l.Timeline, err = timeline(failedS, m, "sources.probes_failed"); err != nil {
+		return nil, Gate{}, err
 	}
 	gate := Gate{Name: livenessGateName}
 	if failed > total {
@@ -84,6 +84,19 @@ func gradeLiveness(m *manifest.Manifest, ev *loader) (*Liveness, Gate, error) {
 		gate.Reason = fmt.Sprintf("success %s%% < %s%%: %d failure(s) over the budget", succ.Mul(succ, big.NewRat(100, 1)).FloatString(5), l.SLO, failed-l.Allowed)
 	}
 	return l, gate, nil
+}
+
+// timeline is the series' increase per sample step over the soak.
+func timeline(series []evidence.Series, m *manifest.Manifest, what string) ([]TimePoint, error) {
+	steps, err := evidence.Steps(series, m.Start, m.End, sampleStep(series))
+	if err != nil {
+		return nil, fmt.Errorf("%s timeline: %w", what, err)
+	}
+	out := make([]TimePoint, len(steps))
+	for i, p := range steps {
+		out[i] = TimePoint{T: p.T, V: p.V}
+	}
+	return out, nil
 }
 
 // sampleStep is the median spacing of the series' samples.
@@ -153,8 +166,8 @@ func gradeCount(m *manifest.Manifest, ev *loader, c manifest.CountGate) (Count, 
 				}
 			}
 		}
-		for _, p := range evidence.Steps(series, m.Start, m.End, sampleStep(series)) {
-			cnt.Timeline = append(cnt.Timeline, TimePoint{T: p.T, V: p.V})
+		if cnt.Timeline, err = timeline(series, m, c.Name); err != nil {
+			return Count{}, Gate{}, err
 		}
 	}
 	gate := Gate{Name: c.Name, Figure: fmt.Sprintf("%s (limit %s)", fmtInt(cnt.Count), fmtInt(c.Limit))}

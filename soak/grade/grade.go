@@ -129,10 +129,10 @@ func (l *loader) series(s *manifest.Series) ([]evidence.Series, error) {
 
 // counter is a counter's increase over the soak, which must be whole.
 func counter(series []evidence.Series, from, to time.Time, what string) (int64, error) {
-	if !evidence.Covers(series, from, to) {
-		return 0, fmt.Errorf("%s: the samples do not cover %s .. %s", what, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	v, err := evidence.Increase(series, from, to)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	v := evidence.Increase(series, from, to)
 	n := int64(v)
 	if float64(n) != v {
 		return 0, fmt.Errorf("%s: increase %v is not a whole count", what, v)

@@ -7,12 +7,15 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -39,9 +42,17 @@ type Manifest struct {
 }
 
 // Window is one measurement window of the per-request CPU gate. Windows are
-// paired in time order (1st with 2nd, 3rd with 4th, ...): an ABBA schedule
-// h2,h3,h3,h2 gives the pairs (h2,h3) and (h3,h2), which cancels a linear
-// drift between them.
+// declared in time order and paired in that order (1st with 2nd, 3rd with
+// 4th, ...), and must follow an ABBA schedule: h2,h3,h3,h2 gives the pairs
+// (h2,h3) and (h3,h2), which cancels a linear drift between them. A
+// schedule that is not ABBA (h2,h3,h2,h3 would let a drift add to every
+// pair alike) is refused, naming the first window out of order.
+//
+// Start and End must be sample times of every Prometheus series the gate
+// reads (a query_range whose start lies on the windows' grid and whose step
+// divides their lengths): growth between two samples cannot be split
+// between windows without a guess, so a boundary between samples is
+// refused with the samples either side of it.
 type Window struct {
 	Name     string    `json:"name"`
 	Start    time.Time `json:"start"`
@@ -148,14 +159,34 @@ func Load(path string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read soak manifest: %w", err)
 	}
-	var m Manifest
-	if err := yaml.UnmarshalStrict(b, &m); err != nil {
-		return nil, fmt.Errorf("soak manifest %s: %w", path, err)
+	m, err := decode(path, b)
+	if err != nil {
+		return nil, err
 	}
 	m.Path = path
 	m.Dir = filepath.Dir(path)
 	if err := m.Validate(); err != nil {
 		return nil, err
+	}
+	return m, nil
+}
+
+// decode reads YAML or JSON strictly. An unknown field is reported with its
+// path from the top of the manifest (gates.cpu_ratio.maxx,
+// windows[3].protocl): a misspelt threshold silently dropped would grade
+// against a default nobody chose.
+func decode(path string, b []byte) (*Manifest, error) {
+	js, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return nil, fmt.Errorf("soak manifest %s: %w", path, err)
+	}
+	var m Manifest
+	strict, err := kjson.UnmarshalStrict(js, &m)
+	if err != nil {
+		return nil, fmt.Errorf("soak manifest %s: %w", path, err)
+	}
+	if len(strict) > 0 {
+		return nil, fmt.Errorf("soak manifest %s: %w", path, errors.Join(strict...))
 	}
 	return &m, nil
 }
@@ -179,6 +210,9 @@ func (m *Manifest) errf(field, format string, args ...any) error {
 func (m *Manifest) Validate() error {
 	if m.Name == "" {
 		return m.errf("name", "empty")
+	}
+	if !validName.MatchString(m.Name) || m.Name == "." || m.Name == ".." {
+		return m.errf("name", "%q is not a directory name: the soak's reports are written under it (letters, digits, '.', '_', '-')", m.Name)
 	}
 	if len(m.Builds) == 0 {
 		return m.errf("builds", "empty: a grade must say which build it judges")
@@ -210,6 +244,9 @@ func (m *Manifest) Validate() error {
 		if i > 0 && w.Start.Before(m.Windows[i-1].End) {
 			return m.errf(f+".start", "overlaps or precedes the window before it")
 		}
+	}
+	if err := m.checkABBA(); err != nil {
+		return err
 	}
 	for i, x := range m.Excluded {
 		f := fmt.Sprintf("excluded[%d] (%s)", i, x.Name)
@@ -296,6 +333,36 @@ func (m *Manifest) Validate() error {
 		if lg.K6Events != "" && lg.K6Summary == "" {
 			return m.errf("sources.loadgen.k6_events", "needs k6_summary: the events file carries the times, the summary the totals")
 		}
+	}
+	return nil
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// checkABBA refuses windows that cannot be paired in ABBA order: with A
+// the first window's protocol, window i must be A when i mod 4 is 0 or 3
+// and B otherwise, and every window needs a partner.
+func (m *Manifest) checkABBA() error {
+	ws := m.Windows
+	if len(ws) == 0 {
+		return nil
+	}
+	a, b := ws[0].Protocol, H3
+	if a == H3 {
+		b = H2
+	}
+	for i, w := range ws {
+		want := a
+		if k := i % 4; k == 1 || k == 2 {
+			want = b
+		}
+		if w.Protocol != want {
+			return m.errf(fmt.Sprintf("windows[%d] (%s).protocol", i, w.Name),
+				"%s breaks the ABBA order %s,%s,%s,%s,... begun by %s: window %d of pair %d must be %s", w.Protocol, a, b, b, a, ws[0].Name, i%2+1, i/2+1, want)
+		}
+	}
+	if n := len(ws); n%2 == 1 {
+		return m.errf(fmt.Sprintf("windows[%d] (%s)", n-1, ws[n-1].Name), "has no partner: %d windows cannot be paired", n)
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	kjson "sigs.k8s.io/json"
@@ -191,6 +192,57 @@ func decode(path string, b []byte) (*Manifest, error) {
 	return &m, nil
 }
 
+// FileNames are the names a soak folder's manifest may have.
+var FileNames = []string{"manifest.yaml", "manifest.json"}
+
+// Find returns the manifest of every soak folder directly under dir, in
+// folder order. A folder holding more than one is an error: which of them
+// is the soak would be a guess.
+func Find(dir string) ([]string, error) {
+	byFolder := map[string][]string{}
+	var folders []string
+	for _, name := range FileNames {
+		found, err := filepath.Glob(filepath.Join(dir, "*", name))
+		if err != nil {
+			return nil, fmt.Errorf("failed to list soak manifests under %s: %w", dir, err)
+		}
+		for _, p := range found {
+			f := filepath.Dir(p)
+			if byFolder[f] == nil {
+				folders = append(folders, f)
+			}
+			byFolder[f] = append(byFolder[f], p)
+		}
+	}
+	if len(folders) == 0 {
+		return nil, fmt.Errorf("no soak manifest (*/%s) under %s", strings.Join(FileNames, " or */"), dir)
+	}
+	sort.Strings(folders)
+	out := make([]string, 0, len(folders))
+	for _, f := range folders {
+		if ps := byFolder[f]; len(ps) > 1 {
+			return nil, fmt.Errorf("soak folder %s holds %s: keep one manifest", f, strings.Join(ps, " and "))
+		}
+		out = append(out, byFolder[f][0])
+	}
+	return out, nil
+}
+
+// Folder is the name of the folder the manifest was read from, which is
+// the name of the soak's report folder (reports/latest/soaks/<folder>,
+// reports/runs/<folder>).
+func (m *Manifest) Folder() (string, error) {
+	abs, err := filepath.Abs(m.Dir)
+	if err != nil {
+		return "", fmt.Errorf("soak manifest %s: failed to resolve its folder: %w", m.Path, err)
+	}
+	name := filepath.Base(abs)
+	if name == string(filepath.Separator) || name == "." {
+		return "", fmt.Errorf("soak manifest %s: folder %s has no name to file its reports under", m.Path, abs)
+	}
+	return name, nil
+}
+
 // Resolve turns a manifest-relative path into one usable from here.
 func (m *Manifest) Resolve(p string) string {
 	if p == "" || filepath.IsAbs(p) {
@@ -210,9 +262,6 @@ func (m *Manifest) errf(field, format string, args ...any) error {
 func (m *Manifest) Validate() error {
 	if m.Name == "" {
 		return m.errf("name", "empty")
-	}
-	if !validName.MatchString(m.Name) || m.Name == "." || m.Name == ".." {
-		return m.errf("name", "%q is not a directory name: the soak's reports are written under it (letters, digits, '.', '_', '-')", m.Name)
 	}
 	if len(m.Builds) == 0 {
 		return m.errf("builds", "empty: a grade must say which build it judges")
@@ -336,8 +385,6 @@ func (m *Manifest) Validate() error {
 	}
 	return nil
 }
-
-var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // checkABBA refuses windows that cannot be paired in ABBA order: with A
 // the first window's protocol, window i must be A when i mod 4 is 0 or 3

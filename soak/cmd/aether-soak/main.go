@@ -1,13 +1,16 @@
 // Command aether-soak grades recorded soaks.
 //
-//	aether-soak grade [-out DIR] MANIFEST   grade one soak, write its report, exit 0 only on PASS
-//	aether-soak grade-all [-out DIR] DIR    grade every DIR/*/manifest.yaml and print the verdicts
+//	aether-soak grade [-out DIR] MANIFEST      grade one soak, write its report, exit 0 only on PASS
+//	aether-soak grade-all [-out DIR] SOAKS     grade every SOAKS/*/manifest.{yaml,json} and print the verdicts
 //
-// grade writes report.html, grade.json and junit.xml into -out (default
-// reports/latest/soaks/<soak>), where aether-gate finds them; suite results
-// under -suites join the page as red-then-green tables. grade-all
-// exits non-zero only when a soak could not be graded, unless -strict:
-// a recorded FAIL is a fact about that soak, not an error of the grader.
+// Both write report.html, grade.json and junit.xml into DIR/<folder>, where
+// <folder> is the name of the folder holding the soak's manifest: this
+// command alone names report folders, so `make gate` passes only DIR.
+// grade's DIR defaults to reports/latest/soaks, where aether-gate finds it;
+// suite results under -suites join the page as red-then-green tables.
+// grade-all's DIR defaults to reports/runs. grade-all exits non-zero only
+// when a soak could not be graded, unless -strict: a recorded FAIL is a
+// fact about that soak, not an error of the grader.
 package main
 
 import (
@@ -29,7 +32,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: aether-soak grade [-out DIR] MANIFEST | aether-soak grade-all [-out DIR] [-strict] DIR")
+	fmt.Fprintln(w, "usage: aether-soak grade [-out DIR] [-suites DIR] MANIFEST | aether-soak grade-all [-out DIR] [-strict] SOAKS")
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -41,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "grade":
 		fs := flag.NewFlagSet("grade", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		out := fs.String("out", "", "report directory (default reports/latest/soaks/<soak>)")
+		out := fs.String("out", filepath.Join("reports", "latest", "soaks"), "directory to write the soak's report folder into")
 		suitesDir := fs.String("suites", "reports/latest/suites", "suite results to add to the page (skipped when absent)")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
 			usage(stderr)
@@ -70,15 +73,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			usage(stderr)
 			return 2
 		}
-		manifests, err := filepath.Glob(filepath.Join(fs.Arg(0), "*", "manifest.yaml"))
-		if err != nil || len(manifests) == 0 {
-			fmt.Fprintf(stderr, "aether-soak: no */manifest.yaml under %s\n", fs.Arg(0))
+		manifests, err := manifest.Find(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}
 		var grades []*grade.Grade
 		code := 0
 		for _, m := range manifests {
-			g, err := gradeOne(m, filepath.Join(*out, filepath.Base(filepath.Dir(m))), nil, io.Discard)
+			g, err := gradeOne(m, *out, nil, io.Discard)
 			if err != nil {
 				fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 				code = 2
@@ -102,7 +105,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func gradeOne(path, out string, suites []redgreen.Result, stdout io.Writer) (*grade.Grade, error) {
+// gradeOne grades the soak at path and writes its report into
+// root/<folder> (manifest.Folder).
+func gradeOne(path, root string, suites []redgreen.Result, stdout io.Writer) (*grade.Grade, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
 		return nil, err
@@ -111,9 +116,11 @@ func gradeOne(path, out string, suites []redgreen.Result, stdout io.Writer) (*gr
 	if err != nil {
 		return nil, err
 	}
-	if out == "" {
-		out = filepath.Join("reports", "latest", "soaks", m.Name)
+	folder, err := m.Folder()
+	if err != nil {
+		return nil, err
 	}
+	out := filepath.Join(root, folder)
 	if err := render.WriteSoak(out, g, suites); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func TestGrade(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d with %q\n%s%s", tc.soak, code, tc.code, tc.want, stdout.String(), stderr.String())
 		}
 		for _, f := range []string{"report.html", "grade.json", "junit.xml"} {
-			if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			if _, err := os.Stat(filepath.Join(out, tc.soak, f)); err != nil {
 				t.Errorf("%s: %v", tc.soak, err)
 			}
 		}
@@ -66,5 +66,80 @@ func TestGradeRejectsABadManifest(t *testing.T) {
 	}
 	if code := run([]string{"frobnicate"}, &stdout, &stderr); code != 2 {
 		t.Errorf("unknown command: exit %d", code)
+	}
+}
+
+// writeSoak writes a soak folder that needs nothing but a two-sample
+// prober file: 1 failure in 1,000 probes against a 99.9 % SLO, a PASS.
+func writeSoak(t *testing.T, dir, manifestName, doc string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prom := `{"status":"success","data":{"resultType":"matrix","result":[
+{"metric":{"__name__":"probes"},"values":[[1790755200,"0"],[1790755260,"1000"]]},
+{"metric":{"__name__":"failures"},"values":[[1790755200,"0"],[1790755260,"1"]]}]}}`
+	for name, body := range map[string]string{"p.json": prom, manifestName: doc} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const jsonSoak = `{"name": "probe-only", "builds": ["b1"], "start": "2026-09-30T08:00:00Z", "end": "2026-09-30T08:01:00Z",
+ "sources": {"probes_total": {"prometheus": "p.json", "match": {"__name__": "probes"}},
+             "probes_failed": {"prometheus": "p.json", "match": {"__name__": "failures"}}},
+ "gates": {"liveness": {"slo": "99.9"}}}`
+
+// grade-all finds manifest.json as well as manifest.yaml, and files each
+// report under the soak's folder name.
+func TestGradeAllFindsJSONManifests(t *testing.T) {
+	soaks, out := t.TempDir(), t.TempDir()
+	writeSoak(t, filepath.Join(soaks, "2026-10-01-json"), "manifest.json", jsonSoak)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"grade-all", "-out", out, soaks}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "probe-only  PASS") {
+		t.Errorf("table lacks the JSON soak's PASS:\n%s", stdout.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "2026-10-01-json", "grade.json")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestGradeAllRefusesTwoManifestsInOneFolder(t *testing.T) {
+	soaks := t.TempDir()
+	dir := filepath.Join(soaks, "both")
+	writeSoak(t, dir, "manifest.json", jsonSoak)
+	if err := os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"grade-all", "-out", t.TempDir(), soaks}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "soak folder "+dir+" holds") {
+		t.Errorf("exit %d, want 2 naming the folder: %s", code, stderr.String())
+	}
+}
+
+// make gate runs "aether-soak grade -out reports/latest/soaks MANIFEST" and
+// leaves the folder name to grade; aether-gate reads soaks/*/grade.json.
+// The folder is the soak folder's name, the same one grade-all and the
+// nightly report use, never the manifest's name field.
+func TestGradeFilesTheReportUnderTheSoakFolder(t *testing.T) {
+	manifestPath, err := filepath.Abs(filepath.Join(fixtures, "2026-09-28-rev247-same-build-ab", "manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"grade", manifestPath}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join("reports", "latest", "soaks", "2026-09-28-rev247-same-build-ab", "grade.json")); err != nil {
+		t.Error(err)
+	}
+	if got, _ := filepath.Glob(filepath.Join("reports", "latest", "soaks", "*")); len(got) != 1 {
+		t.Errorf("report folders %v, want exactly the soak folder's", got)
 	}
 }

@@ -225,6 +225,41 @@ func TestPromIncreaseAcrossReset(t *testing.T) {
 	}
 }
 
+// Increase answers only for what the samples saw. node-3's counter first
+// appears at t2 with 5000 on it, after it had counted unobserved: over
+// (t0, t4] its growth is unknown, and over (t2, t4] it is 5100-5000. A
+// boundary at t1+30s lies between samples.
+func TestPromIncreaseRefusesWhatItDidNotSee(t *testing.T) {
+	m, err := ParsePromMatrix("late.json", []byte(`{"status":"success","data":{"resultType":"matrix","result":[
+{"metric":{"__name__":"rq","pod":"node-1"},"values":[[1790755200,"0"],[1790755260,"60"],[1790755320,"120"],[1790755380,"180"],[1790755440,"240"]]},
+{"metric":{"__name__":"rq","pod":"node-3"},"values":[[1790755320,"5000"],[1790755380,"5050"],[1790755440,"5100"]]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 9, 30, 8, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	if got, err := Increase(m.Series, at(2), at(4)); err != nil || got != 120+100 {
+		t.Errorf("over (t2, t4]: %v, %v; want 220", got, err)
+	}
+	_, err = Increase(m.Series, at(0), at(4))
+	var cov *CoverageError
+	if !errors.As(err, &cov) || cov.Series != `{__name__="rq",pod="node-3"}` || !cov.First.Equal(at(2)) {
+		t.Errorf("over (t0, t4]: got %v, want a CoverageError for node-3 starting at t2", err)
+	}
+	_, err = Increase(m.Series, at(2), at(5))
+	if !errors.As(err, &cov) {
+		t.Errorf("past the last sample: got %v, want a CoverageError", err)
+	}
+	_, err = Increase(m.Series, at(1).Add(30*time.Second), at(2))
+	var grid *GridError
+	if !errors.As(err, &grid) || !grid.Before.Equal(at(1)) || !grid.After.Equal(at(2)) {
+		t.Errorf("off the grid: got %v, want a GridError between t1 and t2", err)
+	}
+	if _, err := Steps(m.Series, at(2), at(4), 90*time.Second); !errors.As(err, &grid) {
+		t.Errorf("steps off the grid: got %v, want a GridError", err)
+	}
+}
+
 func TestPromRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name, doc, field string

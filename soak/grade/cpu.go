@@ -49,15 +49,17 @@ type Pair struct {
 
 // CPURatio is the evidence behind the h3/h2 gate.
 type CPURatio struct {
-	Max        float64  `json:"max"`
-	TargetRPS  float64  `json:"target_rps"`
-	Windows    []Window `json:"windows"`
-	Pairs      []Pair   `json:"pairs"`
-	Ratio      float64  `json:"ratio"`
-	Lower      float64  `json:"lower"`
-	Upper      float64  `json:"upper"`
-	Confidence float64  `json:"confidence"`
-	Bounded    bool     `json:"bounded"`
+	Max       float64  `json:"max"`
+	TargetRPS float64  `json:"target_rps"`
+	Windows   []Window `json:"windows"`
+	Pairs     []Pair   `json:"pairs"`
+	Ratio     float64  `json:"ratio"`
+	// Lower and Upper bound the interval; without an interval (Bounded
+	// false) they are absent.
+	Lower      float64 `json:"lower,omitempty"`
+	Upper      float64 `json:"upper,omitempty"`
+	Confidence float64 `json:"confidence"`
+	Bounded    bool    `json:"bounded"`
 	// Method names the statistics, for the reader.
 	Method string `json:"method"`
 }
@@ -192,13 +194,15 @@ func decideCPU(res *CPURatio, logs []float64, cfg *manifest.CPURatioGate) (Gate,
 	if err != nil {
 		return Gate{}, err
 	}
-	res.Ratio, res.Lower, res.Upper = math.Exp(iv.Estimate), math.Exp(iv.Lower), math.Exp(iv.Upper)
-	res.Confidence, res.Bounded = iv.Confidence, iv.Bounded
+	res.Ratio, res.Confidence, res.Bounded = math.Exp(iv.Estimate), iv.Confidence, iv.Bounded
 	if !iv.Bounded {
+		// Too few pairs for any interval: its bounds are ±Inf, which
+		// grade.json cannot hold, and there is no interval to show.
 		gate.Figure = fmt.Sprintf("%.2f× (no interval), %s", res.Ratio, limit)
 		gate.Reason = fmt.Sprintf("%d valid pair(s) of %d: an exact %.0f%% interval needs at least %d", len(logs), len(res.Pairs), cfg.Confidence*100, stats.MinPairs(cfg.Confidence))
 		return gate, nil
 	}
+	res.Lower, res.Upper = math.Exp(iv.Lower), math.Exp(iv.Upper)
 	gate.Figure = fmt.Sprintf("%.2f× [%.2f, %.2f] (%.1f%% exact, %d pairs), %s", res.Ratio, res.Lower, res.Upper, res.Confidence*100, len(logs), limit)
 	switch {
 	case res.Upper <= cfg.Max:

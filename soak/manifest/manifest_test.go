@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -66,6 +67,10 @@ func TestRejects(t *testing.T) {
 		name, old, new, want string
 	}{
 		{"unknown field", "target_rps: 300", "target_rps: 300\ntarget_qps: 300", `unknown field "target_qps"`},
+		{"unknown gate field", "cpu_ratio: {max: 1.5}", "cpu_ratio: {max: 1.5, maxx: 1.4}", `unknown field "gates.cpu_ratio.maxx"`},
+		{"unknown window field", "protocol: h3, build: b1}", "protocl: h3, protocol: h3, build: b1}", `unknown field "windows[1].protocl"`},
+		{"unknown source field", "{prometheus: cpu.json, match:", "{prometheus: cpu.json, matches: {}, match:", `unknown field "sources.proxy_cpu.matches"`},
+		{"duplicate field", "target_rps: 300", "target_rps: 300\ntarget_rps: 30", `key "target_rps" already set`},
 		{"no builds", "builds: [b1]", "builds: []", "field builds: empty"},
 		{"end before start", "end: 2026-09-30T16:00:00Z", "end: 2026-09-30T07:00:00Z", "field start/end"},
 		{"protocol", "protocol: h3, build: b1}", "protocol: http3, build: b1}", `windows[1] (w2).protocol: "http3" is neither h2 nor h3`},
@@ -127,5 +132,40 @@ func TestLoadJSON(t *testing.T) {
 	}
 	if m.Gates.Counts[0].Limit != 3 || m.Sources.LoadGen.Vegeta != "results.json" {
 		t.Errorf("got %+v", m)
+	}
+}
+
+// Windows are paired in declared order and must run ABBA; the first window
+// out of order is named. Half a quadruple (A,B) and a schedule begun with
+// h3 are ABBA too.
+func TestWindowsMustBeABBA(t *testing.T) {
+	at := func(i int) string { return fmt.Sprintf("2026-09-30T%02d:%02d:00Z", 8+i/3, i%3*20) }
+	doc := func(protos ...string) string {
+		var b strings.Builder
+		for i, p := range protos {
+			fmt.Fprintf(&b, "- {name: w%d, start: %s, end: %s, protocol: %s, build: b1}\n", i+1, at(i), at(i+1), p)
+		}
+		old := base[strings.Index(base, "windows:\n")+len("windows:\n") : strings.Index(base, "excluded:")]
+		return strings.Replace(base, old, b.String(), 1)
+	}
+	for _, tc := range []struct {
+		protos []string
+		want   string
+	}{
+		{[]string{"h2", "h3", "h3", "h2", "h2", "h3", "h3", "h2"}, ""},
+		{[]string{"h3", "h2", "h2", "h3"}, ""},
+		{[]string{"h2", "h3", "h3", "h2", "h2", "h3"}, ""},
+		{[]string{"h2", "h3", "h2", "h3"}, "windows[2] (w3).protocol: h2 breaks the ABBA order h2,h3,h3,h2,... begun by w1: window 1 of pair 2 must be h3"},
+		{[]string{"h2", "h2", "h3", "h3"}, "windows[1] (w2).protocol: h2 breaks the ABBA order"},
+		{[]string{"h3", "h2", "h2", "h3", "h2", "h3"}, "windows[4] (w5).protocol: h2 breaks the ABBA order h3,h2,h2,h3,... begun by w1: window 1 of pair 3 must be h3"},
+		{[]string{"h2", "h3", "h3"}, "windows[2] (w3): has no partner: 3 windows cannot be paired"},
+	} {
+		_, err := load(t, doc(tc.protos...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.protos, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: got %v, want %q", tc.protos, err, tc.want)
+		}
 	}
 }

@@ -26,9 +26,11 @@ type Manifest struct {
 	Description string `json:"description,omitempty"`
 	// Builds lists every build revision that ran in the soak; each window
 	// names one of them.
-	Builds []string  `json:"builds"`
-	Start  time.Time `json:"start"`
-	End    time.Time `json:"end"`
+	Builds []string `json:"builds"`
+	// Start and End bound the soak; like every window's and exclusion's,
+	// they must be sample times of the series the gates read (Window).
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 	// TargetRPS is the paced load each measurement window was driven at.
 	TargetRPS float64    `json:"target_rps,omitempty"`
 	Windows   []Window   `json:"windows,omitempty"`

@@ -23,7 +23,7 @@ import (
 
 func main() {
 	out := flag.String("out", "reports", "directory for runs/ and index.html")
-	soaks := flag.String("soaks", "fixtures/soaks", "directory holding one folder per soak, each with manifest.yaml")
+	soaks := flag.String("soaks", "fixtures/soaks", "directory holding one folder per soak, each with manifest.yaml or manifest.json")
 	suites := flag.String("suites", "reports/latest/suites", "suite results to include (skipped when absent)")
 	flag.Parse()
 	os.Exit(run(*out, *soaks, *suites, os.Stdout, os.Stderr))
@@ -35,9 +35,9 @@ func run(out, soaks, suitesDir string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aether-report: %v\n", err)
 		return 2
 	}
-	manifests, err := filepath.Glob(filepath.Join(soaks, "*", "manifest.yaml"))
-	if err != nil || len(manifests) == 0 {
-		fmt.Fprintf(stderr, "aether-report: no */manifest.yaml under %s\n", soaks)
+	manifests, err := manifest.Find(soaks)
+	if err != nil {
+		fmt.Fprintf(stderr, "aether-report: %v\n", err)
 		return 2
 	}
 	var runs []render.Run

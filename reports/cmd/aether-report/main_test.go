@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"sigs.k8s.io/yaml"
 )
 
 func TestReport(t *testing.T) {
@@ -69,5 +70,36 @@ func TestReport(t *testing.T) {
 	// Absent suites are no suites, not an error.
 	if code := run(t.TempDir(), "../../../fixtures/soaks", filepath.Join(t.TempDir(), "none"), &stdout, &stderr); code != 0 {
 		t.Errorf("without suites: exit %d: %s", code, stderr.String())
+	}
+}
+
+// A soak whose manifest is written as JSON is reported like a YAML one.
+func TestReportReadsJSONManifests(t *testing.T) {
+	soaks, out := t.TempDir(), t.TempDir()
+	src := "../../../fixtures/soaks/2026-09-28-rev247-same-build-ab"
+	dst := filepath.Join(soaks, "rev247-json")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(filepath.Join(dst, "manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dst, "manifest.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "manifest.json"), j, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(out, soaks, t.TempDir(), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "runs", "rev247-json", "report.html")); err != nil {
+		t.Fatalf("the JSON manifest's soak was not reported: %v", err)
 	}
 }

@@ -39,8 +39,9 @@ const (
 	// the packet to a transparent socket with its header intact (038 D2).
 	CaptureDivertFwMark uint32 = 0xae71
 
-	// CapturePassthroughFwMark is set (SO_MARK) on the proxy's own egress so
-	// that the capture chain returns early and never re-captures it.
+	// CapturePassthroughFwMark is set (SO_MARK) on the proxy's own egress
+	// from a pod netns so that the capture chain returns early and never
+	// re-captures it. It is set nowhere else: see PassthroughMark.
 	CapturePassthroughFwMark uint32 = 0xae7e
 
 	// CaptureRouteTable is the routing table the divert mark looks up. It
@@ -78,27 +79,6 @@ func CapturedPorts() map[Transport][]uint16 {
 	return map[Transport][]uint16{
 		TCP: {HTTPOutboundPort, ProxyL4OutboundPort},
 		UDP: {ProxyL4OutboundPort, InboundPort, EastWestTunnelPort},
-	}
-}
-
-// Mark is a netfilter mark match as the kernel evaluates it: a packet whose
-// mark m satisfies m&Mask == Value matches.
-type Mark struct {
-	Name  string
-	Value uint32
-	Mask  uint32
-}
-
-// Matches reports whether a packet carrying mark m matches this mark rule.
-func (k Mark) Matches(m uint32) bool { return m&k.Mask == k.Value }
-
-// ForeignMarks are the masked marks other node components program, against
-// which D2 claims the aether marks are disjoint.
-func ForeignMarks() []Mark {
-	return []Mark{
-		{Name: "kube-proxy masquerade", Value: 0x4000, Mask: 0x4000},
-		{Name: "kube-proxy drop", Value: 0x8000, Mask: 0x8000},
-		{Name: "istio", Value: 0x539, Mask: 0xfff},
 	}
 }
 

@@ -40,7 +40,7 @@ type Chain struct {
 // rigTable is the table name the rig uses in every namespace it programs.
 const rigTable = "aether_phase0"
 
-// DivertRuleset is mark-and-divert as DESIGN.md states it: a route-type
+// DivertRuleset is mark-and-divert as the CNI installs it: a route-type
 // output chain (the only hook where a mark change re-routes locally
 // originated packets) returns early for the passthrough mark and marks
 // udp dport port with the divert mark. Both rules count, so a case can tell

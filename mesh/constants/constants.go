@@ -1,7 +1,9 @@
 // Package constants holds the numbers the CNI, the agent and the data plane
 // must agree on: the three port roles of proposal 038 (R3), the two firewall
-// marks (D2) and the routing table the divert mark selects. Each is pinned by
-// a test in this package; changing one is a mesh-wide, breaking change.
+// marks (D2) with the netns each is set in and the marks of other node
+// components they must stay clear of, and the routing table the divert mark
+// selects. Each is pinned by a test in this package; changing one is a
+// mesh-wide, breaking change.
 package constants
 
 import "fmt"

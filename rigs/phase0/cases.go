@@ -119,7 +119,7 @@ func Scenarios() []Scenario {
 			Expect:      DeliveredTo(VIP)},
 		{Name: "PORT", Role: redgreen.Subject, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort + 1,
 			Description: "divert preserves the dport; a listener on another port gets nothing",
-			Expect:      NotDelivered(true)},
+			Expect:      CapturedUndelivered()},
 		{Name: "REPLY", Role: redgreen.Subject, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort, Reply: ReplyPktinfo,
 			Description: "reply with ipi_spec_dst = VIP from the bound port reaches a connected client",
 			Expect:      ReplyReaches(netip.AddrPortFrom(VIP, DialPort))},
@@ -208,19 +208,15 @@ func DeliveredTo(dst netip.Addr) Expect {
 	}}
 }
 
-// NotDelivered expects the listener to receive nothing. afterCapture also
-// requires the capture rule to have counted the datagram, so "nothing"
-// means the socket lookup refused it, not that the rule never fired.
-func NotDelivered(afterCapture bool) Expect {
-	text := "nothing delivered"
-	if afterCapture {
-		text = "captured (rule counted it), nothing delivered"
-	}
-	return Expect{Text: text, check: func(w witness) error {
+// CapturedUndelivered is PORT's signature: the capture rule counted the
+// datagram and the listener got nothing, so "nothing" means the socket
+// lookup refused it, not that the rule never fired.
+func CapturedUndelivered() Expect {
+	return Expect{Text: "captured (rule counted it), nothing delivered", check: func(w witness) error {
 		if w.Delivered {
 			return fmt.Errorf("delivered with ipi_addr %s", w.Dst)
 		}
-		if afterCapture && w.Counters[ctrCapture] == 0 {
+		if w.Counters[ctrCapture] == 0 {
 			return errors.New("nothing delivered, but the capture rule counted no packet: the datagram was never captured")
 		}
 		return nil

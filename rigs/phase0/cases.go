@@ -133,10 +133,10 @@ func Scenarios() []Scenario {
 			Description: fmt.Sprintf("the proxy's node-netns egress as it is made now (SO_MARK %#x), kube-proxy node rules", constants.PassthroughMark(constants.NodeNetns)),
 			Expect:      PassesNodeRules()},
 		{Name: "MARK-POD-UNMARKED", Role: redgreen.Control, Kind: KindMarkEgress, Sender: constants.PodNetns, EgressMark: 0,
-			Description: "a pod-netns socket of the proxy without a mark, to a captured port: the capture chain takes it back",
+			Description: "a socket made in the pod netns without a mark, to a captured port: the capture chain takes it back",
 			Expect:      Recaptured()},
 		{Name: "MARK-POD", Role: redgreen.Subject, Kind: KindMarkEgress, Sender: constants.PodNetns, EgressMark: constants.PassthroughMark(constants.PodNetns),
-			Description: fmt.Sprintf("a pod-netns socket of the proxy with SO_MARK %#x to a captured port: passes capture, reaches the node without its mark", constants.PassthroughMark(constants.PodNetns)),
+			Description: fmt.Sprintf("a socket made in the pod netns with SO_MARK %#x (constants.PassthroughMark), to a captured port: passes capture, reaches the node without its mark", constants.PassthroughMark(constants.PodNetns)),
 			Expect:      ScrubbedAtVeth()},
 	}
 }
@@ -157,7 +157,7 @@ type witness struct {
 	ReplySrc       netip.AddrPort
 
 	// Counters are the packets each named nftables counter counted during
-	// the probe (see counterNames).
+	// the probe, keyed by the ctr* names below.
 	Counters map[string]uint64
 	NoPorts  uint64 // UdpNoPorts increase in the receiving netns
 	SendErr  string // the sender's errno, recorded but never the verdict

@@ -1,7 +1,9 @@
 // Package constants holds the numbers the CNI, the agent and the data plane
 // must agree on: the three port roles of proposal 038 (R3), the two firewall
-// marks (D2) and the routing table the divert mark selects. Each is pinned by
-// a test in this package; changing one is a mesh-wide, breaking change.
+// marks (D2) with the netns each is set in and the marks of other node
+// components they must stay clear of, and the routing table the divert mark
+// selects. Each is pinned by a test in this package; changing one is a
+// mesh-wide, breaking change.
 package constants
 
 import "fmt"
@@ -39,8 +41,9 @@ const (
 	// the packet to a transparent socket with its header intact (038 D2).
 	CaptureDivertFwMark uint32 = 0xae71
 
-	// CapturePassthroughFwMark is set (SO_MARK) on the proxy's own egress so
-	// that the capture chain returns early and never re-captures it.
+	// CapturePassthroughFwMark is set (SO_MARK) on the proxy's own egress
+	// from a pod netns so that the capture chain returns early and never
+	// re-captures it. It is set nowhere else: see PassthroughMark.
 	CapturePassthroughFwMark uint32 = 0xae7e
 
 	// CaptureRouteTable is the routing table the divert mark looks up. It
@@ -78,27 +81,6 @@ func CapturedPorts() map[Transport][]uint16 {
 	return map[Transport][]uint16{
 		TCP: {HTTPOutboundPort, ProxyL4OutboundPort},
 		UDP: {ProxyL4OutboundPort, InboundPort, EastWestTunnelPort},
-	}
-}
-
-// Mark is a netfilter mark match as the kernel evaluates it: a packet whose
-// mark m satisfies m&Mask == Value matches.
-type Mark struct {
-	Name  string
-	Value uint32
-	Mask  uint32
-}
-
-// Matches reports whether a packet carrying mark m matches this mark rule.
-func (k Mark) Matches(m uint32) bool { return m&k.Mask == k.Value }
-
-// ForeignMarks are the masked marks other node components program, against
-// which D2 claims the aether marks are disjoint.
-func ForeignMarks() []Mark {
-	return []Mark{
-		{Name: "kube-proxy masquerade", Value: 0x4000, Mask: 0x4000},
-		{Name: "kube-proxy drop", Value: 0x8000, Mask: 0x8000},
-		{Name: "istio", Value: 0x539, Mask: 0xfff},
 	}
 }
 

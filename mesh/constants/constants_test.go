@@ -92,25 +92,104 @@ func TestMarkGateRejectsWrongMarks(t *testing.T) {
 	}
 }
 
-// D2 says both marks are disjoint from kube-proxy's masked marks. Evaluated
-// as the kernel evaluates "mark & mask == value", that is false: bit 0x8000
-// is set in both, so kube-proxy's drop mark matches both. This pins the
-// finding (see DESIGN.md); the phase0 rig shows what it means on the wire.
-func TestForeignMarkCollisionsArePinned(t *testing.T) {
-	got := ForeignCollisions(map[string]uint32{
-		"divert":      CaptureDivertFwMark,
-		"passthrough": CapturePassthroughFwMark,
-	}, ForeignMarks())
-	want := []string{
-		"divert (0xae71) matches kube-proxy drop (0x8000/0x8000)",
-		"passthrough (0xae7e) matches kube-proxy drop (0x8000/0x8000)",
+// D2 as the kernel evaluates it: every mark aether sets is disjoint from
+// the marks its netns carries. It holds because of where the marks are set
+// (both only in the pod netns), not because of their values.
+func TestMarkUsesAreDisjointFromTheirNetns(t *testing.T) {
+	if err := CheckMarkUses(MarkUses(), ForeignMarks()); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("collisions:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	want := map[string]Netns{"divert": PodNetns, "passthrough": PodNetns}
+	for _, u := range MarkUses() {
+		if want[u.Name] != u.Netns {
+			t.Errorf("%s mark %#x is set in the %s netns, want only the %s netns", u.Name, u.Mark, u.Netns, want[u.Name])
+		}
+		delete(want, u.Name)
 	}
-	// The evaluator itself must be able to say "no match".
-	if (Mark{Value: 0x4000, Mask: 0x4000}).Matches(0xae71) {
-		t.Fatal("0xae71 must not match masquerade 0x4000/0x4000")
+	if len(want) != 0 {
+		t.Errorf("marks missing from MarkUses: %v", want)
+	}
+	if m := PassthroughMark(NodeNetns); m != 0 {
+		t.Errorf("a node-netns socket gets SO_MARK %#x, want none", m)
+	}
+}
+
+// The gate must be seen red. Proposal 038's placement (0xae7e on the
+// proxy's node-netns egress) collides with kube-proxy's drop bit and with
+// Cilium's IPsec encrypt mark; the same value in the pod netns does not,
+// and neither does a value that keeps clear of every node entry.
+func TestMarkGateRedOnCollision(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		use  MarkUse
+		want []string // substrings, each a collision the error must name
+	}{
+		{"038's placement", MarkUse{"passthrough", 0xae7e, NodeNetns}, []string{
+			"kube-proxy KUBE-FIREWALL drop (0x8000/0x8000", "Cilium MARK_MAGIC_ENCRYPT (IPsec) (0xe00/0xf00"}},
+		{"masquerade bit", MarkUse{"x", 0x4000, NodeNetns}, []string{"kube-proxy KUBE-POSTROUTING masquerade"}},
+		{"a calico bit, tested clear", MarkUse{"x", 0x10000, NodeNetns}, []string{"Calico"}},
+		{"aws connmark", MarkUse{"x", 0x80, NodeNetns}, []string{"AWS VPC CNI"}},
+		{"ztunnel's own mark in a pod", MarkUse{"x", 0x539, PodNetns}, []string{"Istio ztunnel InpodMark"}},
+		{"ztunnel's mark under a wider value", MarkUse{"x", 0xf111, PodNetns}, []string{"Istio ztunnel InpodTProxyMark"}},
+	} {
+		err := CheckMarkUses([]MarkUse{c.use}, ForeignMarks())
+		if err == nil {
+			t.Errorf("%s: %#x in the %s netns passed the gate", c.name, c.use.Mark, c.use.Netns)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v\ndoes not name %q", c.name, err, w)
+			}
+		}
+	}
+	for _, u := range []MarkUse{
+		{"passthrough", 0xae7e, PodNetns},
+		{"divert", 0xae71, PodNetns},
+		{"clear of every node entry", 0x1, NodeNetns},
+	} {
+		if err := CheckMarkUses([]MarkUse{u}, ForeignMarks()); err != nil {
+			t.Errorf("%#x in the %s netns: %v", u.Mark, u.Netns, err)
+		}
+	}
+}
+
+// The evaluator is the kernel's: m&mask == value, and a rule on clear bits
+// (value 0) is only changed by a mark that sets one of them.
+func TestMarkCollides(t *testing.T) {
+	for _, c := range []struct {
+		rule Mark
+		m    uint32
+		want bool
+	}{
+		{Mark{0x8000, 0x8000}, 0xae7e, true},
+		{Mark{0x8000, 0x8000}, 0x7fff, false},
+		{Mark{0x4000, 0x4000}, 0xae71, false},
+		{Mark{0x0e00, 0x0f00}, 0xae71, true},
+		{Mark{0x0a00, 0x0e00}, 0xae7e, false},
+		{Mark{0, 0xffff0000}, 0xae7e, false},
+		{Mark{0, 0xffff0000}, 0x20000, true},
+		{Mark{0x539, 0xfff}, 0xae7e, false},
+	} {
+		if got := c.rule.Collides(c.m); got != c.want {
+			t.Errorf("%#x/%#x collides with %#x = %v, want %v", c.rule.Value, c.rule.Mask, c.m, got, c.want)
+		}
+	}
+}
+
+// Every table entry names its owner, its use and its source, and is a
+// well-formed match (value inside mask).
+func TestForeignMarksAreCited(t *testing.T) {
+	if len(ForeignMarks()) == 0 {
+		t.Fatal("the foreign mark table is empty")
+	}
+	for _, f := range ForeignMarks() {
+		if f.Owner == "" || f.Use == "" || f.Source == "" || (f.Netns != PodNetns && f.Netns != NodeNetns) {
+			t.Errorf("entry %+v lacks an owner, use, source or netns", f)
+		}
+		if f.Value&^f.Mask != 0 || f.Mask == 0 {
+			t.Errorf("%s %s: value %#x is not inside mask %#x; no packet could match", f.Owner, f.Use, f.Value, f.Mask)
+		}
 	}
 }
 

@@ -2,7 +2,7 @@ package constants
 
 import (
 	"fmt"
-	"sort"
+	"strings"
 )
 
 // CheckPortRoles is the R3 gate: every role has exactly one number, the
@@ -51,17 +51,24 @@ func CheckMarks(divert, passthrough uint32) error {
 	return nil
 }
 
-// ForeignCollisions evaluates each aether mark against each foreign masked
-// mark the way the kernel does and returns the pairs that match, sorted.
-func ForeignCollisions(marks map[string]uint32, foreign []Mark) []string {
+// CheckMarkUses is the D2 gate as the kernel evaluates it: every mark aether
+// sets must be disjoint from every foreign mark programmed in the same
+// netns, where disjoint means the mark does not change what that rule
+// decides (Mark.Collides). A mark set in a netns whose rules would drop it,
+// or read it as their own, is red; the same value in a netns those rules
+// never see is not. The error names every collision.
+func CheckMarkUses(uses []MarkUse, foreign []ForeignMark) error {
 	var out []string
-	for name, m := range marks {
+	for _, u := range uses {
 		for _, f := range foreign {
-			if f.Matches(m) {
-				out = append(out, fmt.Sprintf("%s (%#x) matches %s (%#x/%#x)", name, m, f.Name, f.Value, f.Mask))
+			if f.Netns == u.Netns && f.Collides(u.Mark) {
+				out = append(out, fmt.Sprintf("%s mark %#x in the %s netns collides with %s %s (%#x/%#x, %s)",
+					u.Name, u.Mark, u.Netns, f.Owner, f.Use, f.Value, f.Mask, f.Source))
 			}
 		}
 	}
-	sort.Strings(out)
-	return out
+	if len(out) > 0 {
+		return fmt.Errorf("aether marks are not disjoint from the marks their netns carries: %s", strings.Join(out, "; "))
+	}
+	return nil
 }

@@ -34,7 +34,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
-	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
@@ -57,8 +56,10 @@ type Options struct {
 	Node string
 	// XDS is the agent's address: unix:///path or host:port.
 	XDS string
-	// Mark is SO_MARK on upstream egress; zero means
-	// constants.CapturePassthroughFwMark.
+	// Mark is SO_MARK on upstream sockets; zero, the default, sets none.
+	// Upstream sockets are made in UpstreamNetns, the node's netns, where
+	// no capture chain reads a mark and the node's own rules do (kube-proxy
+	// drops 0xae7e): constants.PassthroughMark(constants.NodeNetns) is none.
 	Mark uint32
 	// Batch is the UDP batch size (1: no recvmmsg/sendmmsg).
 	Batch int
@@ -92,9 +93,6 @@ type Proxy struct {
 
 // New makes a proxy; Run connects it.
 func New(o Options) *Proxy {
-	if o.Mark == 0 {
-		o.Mark = constants.CapturePassthroughFwMark
-	}
 	if o.Batch < 1 {
 		o.Batch = 1
 	}

@@ -325,11 +325,12 @@ func TestUpdateKeepsOtherSessions(t *testing.T) {
 	}
 }
 
-// The proxy's upstream egress carries SO_MARK 0xae7e, seen by the node
-// netns's own netfilter: counters on the backend port split marked from
-// unmarked packets. A datagram sent without the mark from the same netns is
-// the control that the unmarked counter can count.
-func TestUpstreamCarriesPassthroughMark(t *testing.T) {
+// The proxy's upstream egress leaves from the node netns and carries no
+// mark there: kube-proxy's KUBE-FIREWALL drops 0xae7e on a node. Counters
+// on the backend port split packets with the passthrough mark from those
+// without; one datagram sent with the mark from the same netns is the
+// control that the marked counter can count.
+func TestUpstreamCarriesNoMark(t *testing.T) {
 	f := newFixture(t, 1, time.Minute, false)
 	ctr, err := proxytest.InstallMarkCounters(f.rig.Node, f.svcs[0].Endpoints[0].Port(), constants.CapturePassthroughFwMark)
 	if err != nil {
@@ -342,12 +343,12 @@ func TestUpstreamCarriesPassthroughMark(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctl, err := transparent.DialUDP(f.rig.Node.Path, netip.AddrPort{}, f.svcs[0].Endpoints[0], transparent.Options{})
+	ctl, err := transparent.DialUDP(f.rig.Node.Path, netip.AddrPort{}, f.svcs[0].Endpoints[0], transparent.Options{Mark: constants.CapturePassthroughFwMark})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
-	if _, err := ctl.Write([]byte("unmarked control")); err != nil {
+	if _, err := ctl.Write([]byte("marked control")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the backend to see all datagrams", func() bool { return f.backends[0].Got() == n+1 })
@@ -355,8 +356,8 @@ func TestUpstreamCarriesPassthroughMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if marked != n || unmarked != 1 {
-		t.Fatalf("node netns output saw %d marked and %d unmarked packets to the backend, want %d and 1 (the control)", marked, unmarked, n)
+	if marked != 1 || unmarked != n {
+		t.Fatalf("node netns output saw %d marked and %d unmarked packets to the backend, want 1 (the control) and %d", marked, unmarked, n)
 	}
 }
 

@@ -29,8 +29,10 @@ type Options struct {
 	// Transparent sets IP_TRANSPARENT (IPV6_TRANSPARENT). It is what lets a
 	// reply leave from a non-local source address.
 	Transparent bool
-	// Mark sets SO_MARK on every packet the socket sends. The proxy's own
-	// egress carries CapturePassthroughFwMark so capture never loops.
+	// Mark sets SO_MARK on every packet the socket sends. Only a socket in
+	// a pod netns should carry CapturePassthroughFwMark (capture there reads
+	// it and lets the proxy's own egress pass); in the node netns the
+	// node's rules read marks instead (constants.PassthroughMark).
 	Mark uint32
 	// ReuseAddr sets SO_REUSEADDR, so a listener can be rebound while an old
 	// one drains.

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/agent"
-	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/netns"
@@ -207,8 +206,7 @@ func (c *Cluster) startMesh(ctx context.Context) error {
 		n.proxy, err = c.start(n.NS, "proxy~"+n.Name, filepath.Join(c.cfg.Bin.Dir, "aether-proxy"),
 			"--node", n.Name,
 			"--xds", n.XDS,
-			"--metrics-addr", n.ProxyMetrics.String(),
-			"--mark", fmt.Sprintf("%#x", constants.CapturePassthroughFwMark))
+			"--metrics-addr", n.ProxyMetrics.String())
 		if err != nil {
 			return err
 		}

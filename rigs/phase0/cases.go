@@ -3,8 +3,10 @@
 // green, the kernel facts the capture path rests on (mark-and-divert keeps
 // the ClusterIP in ipi_addr, REDIRECT loses it, a socket created via setns
 // keeps it when read from elsewhere, the port is not a free variable, a
-// reply needs ipi_spec_dst) and answers whether a kube-proxy style
-// `meta mark & 0x8000 == 0x8000 drop` rule drops the passthrough mark.
+// reply needs ipi_spec_dst), and shows where the passthrough mark may be
+// set: on a node-netns socket kube-proxy's KUBE-FIREWALL drops it; on a
+// pod-netns socket the capture chain reads it and the veth clears it before
+// any node rule can.
 //
 // Every case's verdict comes from the receiving socket's own record (its
 // IP_PKTINFO) and kernel counters, never from the sender.
@@ -13,7 +15,9 @@ package phase0
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,8 +74,9 @@ const (
 	// KindCapture: a client in the pod dials VIP:DialPort and a listener in
 	// the pod is the witness.
 	KindCapture Kind = iota
-	// KindMarkEgress: a socket in the node netns sends to the pod with
-	// SO_MARK set, through a masked drop rule.
+	// KindMarkEgress: a socket with SO_MARK EgressMark, made in the pod or
+	// the node netns, sends across the veth to a receiver on the other
+	// side; the node runs kube-proxy's rules and the pod the capture chain.
 	KindMarkEgress
 )
 
@@ -88,18 +93,17 @@ type Scenario struct {
 	ReadFromRoot bool // create the listener via setns, read it from the rig's own netns
 	Reply        Reply
 
-	EgressMark uint32 // KindMarkEgress: the sender's SO_MARK
+	Sender     constants.Netns // KindMarkEgress: where the sending socket is made
+	EgressMark uint32          // KindMarkEgress: the sender's SO_MARK
 
 	Expect Expect
 }
 
-// Scenarios are the Phase 0 cases, controls included.
+// Scenarios are the Phase 0 cases, controls included. The MARK cases take
+// their configuration from the product (constants.PassthroughMark, the
+// mark the proxy gives a socket in each netns); their expectations are the
+// rig's own.
 func Scenarios() []Scenario {
-	drop := KubeProxyDrop()
-	markExpect := MarkPasses()
-	if drop.Matches(constants.CapturePassthroughFwMark) {
-		markExpect = MarkDropped()
-	}
 	return []Scenario{
 		{Name: "C1", Role: redgreen.Subject, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort,
 			Description: "socket created and read in the pod netns, mark-and-divert",
@@ -108,38 +112,33 @@ func Scenarios() []Scenario {
 			Description: "nftables REDIRECT, read in the pod netns: ipi_addr tracks the real header",
 			Expect:      DeliveredTo(Loopback)},
 		{Name: "C3", Role: redgreen.Control, Kind: KindCapture, Capture: CaptureNone, ListenPort: DialPort,
-			Description: "no capture rule: delivery depends on the rule",
-			Expect:      NotDelivered(false)},
+			Description: "no capture rule: the datagram leaves by the pod's default route",
+			Expect:      LeftPodUndelivered()},
 		{Name: "MAIN", Role: redgreen.Subject, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort, ReadFromRoot: true,
 			Description: "socket created in the pod netns via setns, read from the rig's own netns",
 			Expect:      DeliveredTo(VIP)},
 		{Name: "PORT", Role: redgreen.Subject, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort + 1,
 			Description: "divert preserves the dport; a listener on another port gets nothing",
-			Expect:      NotDelivered(true)},
+			Expect:      CapturedUndelivered()},
 		{Name: "REPLY", Role: redgreen.Subject, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort, Reply: ReplyPktinfo,
 			Description: "reply with ipi_spec_dst = VIP from the bound port reaches a connected client",
 			Expect:      ReplyReaches(netip.AddrPortFrom(VIP, DialPort))},
 		{Name: "REPLY-NOCMSG", Role: redgreen.Control, Kind: KindCapture, Capture: CaptureDivert, ListenPort: DialPort, Reply: ReplyBare,
 			Description: "the same reply without the cmsg: the connected client drops it",
 			Expect:      ReplyRefused()},
-		{Name: "MARK-UNMARKED", Role: redgreen.Control, Kind: KindMarkEgress, EgressMark: 0,
-			Description: fmt.Sprintf("node netns with `meta mark & %#x == %#x drop`: the same socket unmarked passes", drop.Mask, drop.Value),
-			Expect:      MarkPasses()},
-		{Name: "MARK", Role: redgreen.Subject, Kind: KindMarkEgress, EgressMark: constants.CapturePassthroughFwMark,
-			Description: fmt.Sprintf("node netns with `meta mark & %#x == %#x drop`: is SO_MARK %#x egress dropped?", drop.Mask, drop.Value, constants.CapturePassthroughFwMark),
-			Expect:      markExpect},
+		{Name: "MARK-NODE", Role: redgreen.Control, Kind: KindMarkEgress, Sender: constants.NodeNetns, EgressMark: constants.CapturePassthroughFwMark,
+			Description: fmt.Sprintf("proposal 038's placement: SO_MARK %#x on the proxy's node-netns egress, kube-proxy node rules", constants.CapturePassthroughFwMark),
+			Expect:      DroppedByFirewall()},
+		{Name: "MARK", Role: redgreen.Subject, Kind: KindMarkEgress, Sender: constants.NodeNetns, EgressMark: constants.PassthroughMark(constants.NodeNetns),
+			Description: fmt.Sprintf("the proxy's node-netns egress as it is made now (SO_MARK %#x), kube-proxy node rules", constants.PassthroughMark(constants.NodeNetns)),
+			Expect:      PassesNodeRules()},
+		{Name: "MARK-POD-UNMARKED", Role: redgreen.Control, Kind: KindMarkEgress, Sender: constants.PodNetns, EgressMark: 0,
+			Description: "a socket made in the pod netns without a mark, to a captured port: the capture chain takes it back",
+			Expect:      Recaptured()},
+		{Name: "MARK-POD", Role: redgreen.Subject, Kind: KindMarkEgress, Sender: constants.PodNetns, EgressMark: constants.PassthroughMark(constants.PodNetns),
+			Description: fmt.Sprintf("a socket made in the pod netns with SO_MARK %#x (constants.PassthroughMark), to a captured port: passes capture, reaches the node without its mark", constants.PassthroughMark(constants.PodNetns)),
+			Expect:      ScrubbedAtVeth()},
 	}
-}
-
-// KubeProxyDrop is kube-proxy's drop mark as mesh/constants records it.
-func KubeProxyDrop() constants.Mark {
-	for _, m := range constants.ForeignMarks() {
-		if m.Name == "kube-proxy drop" {
-			return m
-		}
-	}
-	// constants pins this entry; its absence is a programming error.
-	panic("mesh/constants.ForeignMarks has no \"kube-proxy drop\" entry")
 }
 
 // witness is what the receiving side and the kernel recorded for one case.
@@ -157,13 +156,26 @@ type witness struct {
 	ReplyDelivered bool
 	ReplySrc       netip.AddrPort
 
-	RuleHits uint64 // packets the case's counted rule matched during the probe
+	// Counters are the packets each named nftables counter counted during
+	// the probe, keyed by the ctr* names below.
+	Counters map[string]uint64
 	NoPorts  uint64 // UdpNoPorts increase in the receiving netns
 	SendErr  string // the sender's errno, recorded but never the verdict
 	SoMark   uint32 // the sender's SO_MARK as read back
 
 	Window time.Duration // how long the receiver listened
 }
+
+// The counters a case may read, named as they appear in its facts.
+const (
+	ctrCapture        = "capture_rule"          // pod: the capture case's rule (divert or redirect)
+	ctrPassthrough    = "pod_passthrough"       // pod: the capture chain's passthrough-mark return
+	ctrDivert         = "pod_divert"            // pod: the capture chain's divert rule
+	ctrArrivedPlain   = "node_arrived_unmarked" // node prerouting: the datagram arrived without a mark
+	ctrArrivedMarked  = "node_arrived_marked"   // node prerouting: the datagram arrived with a mark
+	ctrFirewallOutput = "kube_firewall_output"  // node: KUBE-FIREWALL drop on output
+	ctrFirewallInput  = "kube_firewall_input"   // node: KUBE-FIREWALL drop on input
+)
 
 // Expect is a case's expected signature: text for the table and a check
 // against the witness.
@@ -196,20 +208,32 @@ func DeliveredTo(dst netip.Addr) Expect {
 	}}
 }
 
-// NotDelivered expects the listener to receive nothing. afterCapture also
-// requires the capture rule to have counted the datagram, so "nothing"
-// means the socket lookup refused it, not that the rule never fired.
-func NotDelivered(afterCapture bool) Expect {
-	text := "nothing delivered"
-	if afterCapture {
-		text = "captured (rule counted it), nothing delivered"
-	}
-	return Expect{Text: text, check: func(w witness) error {
+// CapturedUndelivered is PORT's signature: the capture rule counted the
+// datagram and the listener got nothing, so "nothing" means the socket
+// lookup refused it, not that the rule never fired.
+func CapturedUndelivered() Expect {
+	return Expect{Text: "captured (rule counted it), nothing delivered", check: func(w witness) error {
 		if w.Delivered {
 			return fmt.Errorf("delivered with ipi_addr %s", w.Dst)
 		}
-		if afterCapture && w.RuleHits == 0 {
+		if w.Counters[ctrCapture] == 0 {
 			return errors.New("nothing delivered, but the capture rule counted no packet: the datagram was never captured")
+		}
+		return nil
+	}}
+}
+
+// LeftPodUndelivered is C3's signature: the listener gets nothing, and the
+// node netns saw the datagram arrive, unmarked, on its way to the VIP: it
+// left the pod by the normal route. Without that witness any broken path
+// (a send that never happened, a veth that is down) would look the same.
+func LeftPodUndelivered() Expect {
+	return Expect{Text: "nothing delivered; the node saw it arrive (left by the default route)", check: func(w witness) error {
+		if w.Delivered {
+			return fmt.Errorf("delivered with ipi_addr %s", w.Dst)
+		}
+		if w.Counters[ctrArrivedPlain] == 0 {
+			return fmt.Errorf("nothing delivered, but the node counted no arrival for %s:%d: the datagram never left the pod", VIP, DialPort)
 		}
 		return nil
 	}}
@@ -255,29 +279,71 @@ func ReplyRefused() Expect {
 		}}
 }
 
-// MarkDropped expects the receiver to get nothing and the masked drop rule
-// to have counted the packet.
-func MarkDropped() Expect {
-	return Expect{Text: "dropped by the masked drop rule", check: func(w witness) error {
+// DroppedByFirewall is MARK-NODE's signature: the receiver in the pod gets
+// nothing and KUBE-FIREWALL's output drop counted the datagram.
+func DroppedByFirewall() Expect {
+	return Expect{Text: "dropped by KUBE-FIREWALL (mark & 0x8000 == 0x8000) on the node's output", check: func(w witness) error {
 		if w.Delivered {
-			return fmt.Errorf("delivered to %s past the drop rule", w.Dst)
+			return fmt.Errorf("delivered to %s past KUBE-FIREWALL", w.Dst)
 		}
-		if w.RuleHits == 0 {
-			return errors.New("nothing delivered, but the drop rule counted no packet")
+		if w.Counters[ctrFirewallOutput] == 0 {
+			return errors.New("nothing delivered, but KUBE-FIREWALL's output drop counted no packet")
 		}
 		return nil
 	}}
 }
 
-// MarkPasses expects the receiver to get the datagram and the drop rule to
-// count nothing.
-func MarkPasses() Expect {
-	return Expect{Text: "passes the masked drop rule, delivered", delivers: true, check: func(w witness) error {
+// PassesNodeRules expects the pod's receiver to get the datagram with
+// KUBE-FIREWALL counting nothing.
+func PassesNodeRules() Expect {
+	return Expect{Text: "passes kube-proxy's node rules, delivered to the pod", delivers: true, check: func(w witness) error {
 		if !w.Delivered {
-			return fmt.Errorf("nothing delivered (drop rule counted %d, send error %q)", w.RuleHits, w.SendErr)
+			return fmt.Errorf("nothing delivered (KUBE-FIREWALL output counted %d, send error %q)", w.Counters[ctrFirewallOutput], w.SendErr)
 		}
-		if w.RuleHits != 0 {
-			return fmt.Errorf("delivered, yet the drop rule counted %d packet(s)", w.RuleHits)
+		if n := w.Counters[ctrFirewallOutput]; n != 0 {
+			return fmt.Errorf("delivered, yet KUBE-FIREWALL's output drop counted %d packet(s)", n)
+		}
+		return nil
+	}}
+}
+
+// Recaptured is MARK-POD-UNMARKED's signature: the pod's capture chain
+// diverts the proxy's own datagram, so the node never sees it.
+func Recaptured() Expect {
+	return Expect{Text: "diverted by the pod's capture chain, never reaches the node", check: func(w witness) error {
+		if w.Delivered {
+			return errors.New("delivered to the node: the capture chain let the datagram to a captured port through")
+		}
+		if w.Counters[ctrDivert] == 0 {
+			return errors.New("nothing delivered, but the divert rule counted no packet")
+		}
+		if n := w.Counters[ctrArrivedPlain] + w.Counters[ctrArrivedMarked]; n != 0 {
+			return fmt.Errorf("diverted, yet the node counted %d arrival(s)", n)
+		}
+		return nil
+	}}
+}
+
+// ScrubbedAtVeth is MARK-POD's signature: the capture chain let the
+// datagram pass on its passthrough mark, the node saw it arrive with no
+// mark at all, KUBE-FIREWALL's input drop counted nothing, and the node's
+// receiver got it.
+func ScrubbedAtVeth() Expect {
+	return Expect{Text: "passes capture on its mark; arrives at the node unmarked; delivered", delivers: true, check: func(w witness) error {
+		if w.Counters[ctrPassthrough] == 0 {
+			return fmt.Errorf("the capture chain's passthrough rule counted nothing (divert counted %d): the mark was not seen in the pod", w.Counters[ctrDivert])
+		}
+		if n := w.Counters[ctrArrivedMarked]; n != 0 {
+			return fmt.Errorf("the node counted %d arrival(s) still carrying a mark: the mark crossed the veth", n)
+		}
+		if w.Counters[ctrArrivedPlain] == 0 {
+			return errors.New("the node counted no unmarked arrival")
+		}
+		if n := w.Counters[ctrFirewallInput]; n != 0 {
+			return fmt.Errorf("KUBE-FIREWALL's input drop counted %d packet(s)", n)
+		}
+		if !w.Delivered {
+			return fmt.Errorf("nothing delivered to the node's receiver (send error %q)", w.SendErr)
 		}
 		return nil
 	}}
@@ -290,6 +356,9 @@ func (w witness) facts(sc Scenario) map[string]any {
 		f["orig_dst"] = w.OrigDst.String()
 		f["src"] = w.Src.String()
 	}
+	for name, v := range w.Counters {
+		f[name] = v
+	}
 	switch sc.Kind {
 	case KindCapture:
 		f["capture"] = sc.Capture.String()
@@ -298,9 +367,6 @@ func (w witness) facts(sc Scenario) map[string]any {
 		f["socket_netns_inode"] = w.SocketNetns
 		f["reader_netns_inode"] = w.ReaderNetns
 		f["udp_no_ports_delta"] = w.NoPorts
-		if sc.Capture != CaptureNone {
-			f["rule_packets"] = w.RuleHits
-		}
 		if sc.Reply != ReplyNone {
 			f["reply_sent"] = w.ReplySent
 			f["reply_delivered"] = w.ReplyDelivered
@@ -309,11 +375,9 @@ func (w witness) facts(sc Scenario) map[string]any {
 			}
 		}
 	case KindMarkEgress:
+		f["sender_netns"] = string(sc.Sender)
 		f["so_mark"] = fmt.Sprintf("%#x", w.SoMark)
-		f["drop_rule_packets"] = w.RuleHits
 		f["sender_error"] = w.SendErr
-		drop := KubeProxyDrop()
-		f["drop_rule"] = fmt.Sprintf("meta mark & %#x == %#x drop", drop.Mask, drop.Value)
 	}
 	return f
 }
@@ -328,7 +392,10 @@ func (w witness) summary(sc Scenario) string {
 	switch sc.Kind {
 	case KindCapture:
 		if sc.Capture != CaptureNone && !w.Delivered {
-			parts = append(parts, fmt.Sprintf("rule counted %d", w.RuleHits))
+			parts = append(parts, fmt.Sprintf("rule counted %d", w.Counters[ctrCapture]))
+		}
+		if sc.Capture == CaptureNone {
+			parts = append(parts, fmt.Sprintf("node saw %d arrive", w.Counters[ctrArrivedPlain]+w.Counters[ctrArrivedMarked]))
 		}
 		if w.NoPorts > 0 {
 			parts = append(parts, fmt.Sprintf("UdpNoPorts +%d", w.NoPorts))
@@ -341,12 +408,17 @@ func (w witness) summary(sc Scenario) string {
 			parts = append(parts, "reply sent, client got nothing")
 		}
 	case KindMarkEgress:
-		verb := "passed"
-		if !w.Delivered && w.RuleHits > 0 {
-			verb = "DROPPED"
+		parts = append([]string{fmt.Sprintf("SO_MARK %#x from the %s netns", w.SoMark, sc.Sender)}, parts...)
+		var moved []string
+		for _, name := range slices.Sorted(maps.Keys(w.Counters)) {
+			if v := w.Counters[name]; v != 0 {
+				moved = append(moved, fmt.Sprintf("%s +%d", name, v))
+			}
 		}
-		parts = append([]string{fmt.Sprintf("SO_MARK %#x %s", w.SoMark, verb)}, parts...)
-		parts = append(parts, fmt.Sprintf("drop rule counted %d", w.RuleHits))
+		if len(moved) == 0 {
+			moved = []string{"no counter moved"}
+		}
+		parts = append(parts, strings.Join(moved, " "))
 		if w.SendErr != "" {
 			parts = append(parts, "send: "+w.SendErr)
 		}

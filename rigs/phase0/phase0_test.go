@@ -3,10 +3,13 @@ package phase0
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
@@ -67,41 +70,101 @@ func dumpFacts(res redgreen.Result) string {
 	return b.String()
 }
 
-// TestBrokenC2IsABrokenRig breaks the load-bearing control on purpose: C2
-// installs nothing, as in the seed's first run, so it delivers nothing. The
-// rig must report a broken rig, not a pass and not a plain failure.
-func TestBrokenC2IsABrokenRig(t *testing.T) {
+// TestBrokenControlsAreBrokenRigs breaks each control on purpose, mostly by
+// giving it its subject's configuration (C2 instead installs nothing, as
+// in the seed's first run). The rig must report a broken rig naming that
+// control, and the row must fail on the control's own signature check, not
+// on a probe error: the control is measured and found not to fail.
+func TestBrokenControlsAreBrokenRigs(t *testing.T) {
 	privileged.Require(t)
-	scs := Scenarios()
-	broke := false
-	for i := range scs {
-		if scs[i].Name == "C2" {
-			scs[i].Capture = CaptureNone
-			broke = true
+	for _, c := range []struct {
+		control string
+		brk     func(*Scenario)
+		reason  string
+	}{
+		{"C2", func(s *Scenario) { s.Capture = CaptureNone }, "nothing delivered"},
+		{"C3", func(s *Scenario) { s.Capture = CaptureDivert }, "delivered with ipi_addr 10.250.0.7"},
+		{"REPLY-NOCMSG", func(s *Scenario) { s.Reply = ReplyPktinfo }, "the connected client accepted a reply from 10.250.0.7:18082"},
+		{"MARK-NODE", func(s *Scenario) { s.EgressMark = constants.PassthroughMark(constants.NodeNetns) }, "past KUBE-FIREWALL"},
+		{"MARK-POD-UNMARKED", func(s *Scenario) { s.EgressMark = constants.PassthroughMark(constants.PodNetns) }, "let the datagram to a captured port through"},
+	} {
+		t.Run(c.control, func(t *testing.T) {
+			t.Parallel()
+			sc := scenarioNamed(t, c.control)
+			if sc.Role != redgreen.Control {
+				t.Fatalf("%s is a %s, not a control", sc.Name, sc.Role)
+			}
+			c.brk(&sc)
+			res, err := Run(context.Background(), []Scenario{sc})
+			if err != nil {
+				t.Errorf("tearing the rig down failed: %v", err)
+			}
+			if res.Verdict != redgreen.BrokenRig {
+				t.Fatalf("with %s broken the verdict is %s (%s), want %s\n%s", c.control, res.Verdict, res.Reason, redgreen.BrokenRig, res.Table())
+			}
+			if want := "control " + c.control + " did not show its signature"; !strings.Contains(res.Reason, want) {
+				t.Errorf("the broken-rig reason does not name %s: %s", c.control, res.Reason)
+			}
+			if len(res.Cases) != 1 || res.Cases[0].Matched || !strings.Contains(res.Cases[0].Reason, c.reason) {
+				t.Errorf("broken %s row: %+v; want unmatched because %q", c.control, res.Cases, c.reason)
+			}
+		})
+	}
+}
+
+func scenarioNamed(t *testing.T, name string) Scenario {
+	t.Helper()
+	for _, sc := range Scenarios() {
+		if sc.Name == name {
+			return sc
 		}
 	}
-	if !broke {
-		t.Fatal("Scenarios has no C2 to break")
-	}
-	res, err := Run(context.Background(), scs)
+	t.Fatalf("Scenarios has no %s", name)
+	return Scenario{}
+}
+
+// TestArrivalCounterSeesAMark checks the witness MARK-POD relies on: the
+// node's "arrived-marked" counter does count a marked datagram when one
+// arrives. Over the node's own loopback a mark is not cleared, so a node
+// socket with SO_MARK 0x1 (clear of KUBE-FIREWALL's bit) sending to the
+// node's listener must move it, and not the unmarked one.
+func TestArrivalCounterSeesAMark(t *testing.T) {
+	privileged.Require(t)
+	p, err := newPair("arrivals")
 	if err != nil {
-		t.Errorf("tearing the rig down failed: %v", err)
+		t.Fatal(err)
 	}
-	if res.Verdict != redgreen.BrokenRig {
-		t.Fatalf("with C2 broken the verdict is %s (%s), want %s\n%s", res.Verdict, res.Reason, redgreen.BrokenRig, res.Table())
-	}
-	if !strings.Contains(res.Reason, "control C2 did not show its signature") {
-		t.Errorf("the broken-rig reason does not name C2: %s", res.Reason)
-	}
-	for _, c := range res.Cases {
-		switch {
-		case c.Name == "C2" && (c.Matched || c.Facts["delivered"] != false):
-			t.Errorf("broken C2 row: matched=%v facts=%v; want unmatched with nothing delivered", c.Matched, c.Facts)
-		case c.Name != "C2" && !c.Matched:
-			// The break must be the only thing wrong, or this test proves
-			// nothing about C2.
-			t.Errorf("%s did not match with only C2 broken: %s", c.Name, c.Reason)
+	t.Cleanup(func() {
+		if err := p.close(); err != nil {
+			t.Error(err)
 		}
+	})
+	if err := Install(p.node, NodeRuleset(nodeListen)); err != nil {
+		t.Fatal(err)
+	}
+	rx, err := transparent.ListenUDP(p.node.Path, nodeListen, transparent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := transparent.DialUDP(p.node.Path, netip.AddrPort{}, nodeListen, transparent.Options{Mark: 0x1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	if _, err := tx.Write([]byte("marked")); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := readPayload(rx, "marked", deliveryWindow)
+	if err != nil || !got {
+		t.Fatalf("the node's own marked datagram was not delivered over loopback (err %v)", err)
+	}
+	ctrs, err := readCounters([]counter{{ctrArrivedMarked, p.node, chainArrivedMarked, 0}, {ctrArrivedPlain, p.node, chainArrivedPlain, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctrs[ctrArrivedMarked] != 1 || ctrs[ctrArrivedPlain] != 0 {
+		t.Fatalf("arrival counters %v, want one marked arrival and no unmarked one", ctrs)
 	}
 }
 

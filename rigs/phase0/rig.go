@@ -38,8 +38,8 @@ var (
 )
 
 // Rig runs Phase 0 scenarios. Each capture case gets a fresh pod netns with
-// a veth to its own node netns; the two MARK cases share one pair so the
-// control and the subject use the same socket.
+// a veth to its own node netns; the MARK cases share one pair so each
+// control and its subject use the same socket.
 type Rig struct {
 	mu      sync.Mutex
 	mark    *markFixture
@@ -85,7 +85,9 @@ func (r *Rig) caseFor(sc Scenario) redgreen.Case {
 	witnessName := "the listener's IP_PKTINFO"
 	switch {
 	case sc.Kind == KindMarkEgress:
-		witnessName = "the pod receiver's IP_PKTINFO and the drop rule's counter"
+		witnessName = "the receiver's IP_PKTINFO, kube-proxy's and the capture chain's counters, the node's arrival counters"
+	case sc.Capture == CaptureNone:
+		witnessName = "the listener's IP_PKTINFO and the node's arrival counters"
 	case sc.Reply != ReplyNone:
 		witnessName = "the listener's IP_PKTINFO, then the connected client's socket"
 	}
@@ -116,7 +118,8 @@ var pairSeq atomic.Int64
 
 // pair is a pod netns with eth0 10.244.0.2/24 and a default route via its
 // node netns (10.244.0.1): the normal route lookup must succeed before a
-// mark can re-route anything (DESIGN.md).
+// mark can re-route anything, since the route chain only re-routes a packet
+// that already has a route.
 type pair struct {
 	pod, node *netns.NS
 }
@@ -159,24 +162,64 @@ func (p *pair) close() error {
 }
 
 // installCapture installs sc's capture in the pod netns, verified by
-// listing it back, and returns the chain whose counter counts captures.
-func installCapture(pod *netns.NS, c Capture) (chain string, err error) {
+// listing it back, and the arrival counters in the node netns. It returns
+// the counters the case reads.
+func installCapture(p *pair, c Capture) ([]counter, error) {
+	peer := PeerRuleset()
+	if err := Install(p.node, peer); err != nil {
+		return nil, err
+	}
+	ctrs := []counter{{ctrArrivedPlain, p.node, chainArrivedPlain, 0}, {ctrArrivedMarked, p.node, chainArrivedMarked, 0}}
 	switch c {
 	case CaptureNone:
 		// C3 must really have no rule: an inherited or leftover table would
 		// make it a copy of C1 or C2.
-		return "", errors.Join(VerifyNoTable(pod, rigTable), VerifyNoDivertRoute(pod))
+		return ctrs, errors.Join(VerifyNoTable(p.pod, rigTable), VerifyNoDivertRoute(p.pod))
 	case CaptureDivert:
 		rs := DivertRuleset(DialPort)
-		if err := Install(pod, rs); err != nil {
-			return "", err
+		if err := Install(p.pod, rs); err != nil {
+			return nil, err
 		}
-		return rs.Chains[0].Name, InstallDivertRoute(pod)
+		// Rule 0 is the passthrough return; rule 1 counts captures.
+		return append(ctrs, counter{ctrCapture, p.pod, rs.Chains[0].Name, 1}), InstallDivertRoute(p.pod)
 	case CaptureRedirect:
 		rs := RedirectRuleset(DialPort)
-		return rs.Chains[0].Name, Install(pod, rs)
+		return append(ctrs, counter{ctrCapture, p.pod, rs.Chains[0].Name, 0}), Install(p.pod, rs)
 	}
-	return "", fmt.Errorf("unknown capture %v", c)
+	return nil, fmt.Errorf("unknown capture %v", c)
+}
+
+// counter names one rule's counter in a rig namespace's table.
+type counter struct {
+	name  string
+	ns    *netns.NS
+	chain string
+	rule  int
+}
+
+// readCounters reads each named counter.
+func readCounters(cs []counter) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for _, c := range cs {
+		v, err := Packets(c.ns, rigTable, c.chain)
+		if err != nil {
+			return nil, err
+		}
+		if c.rule >= len(v) {
+			return nil, fmt.Errorf("chain %q in netns %q has %d rule(s), no rule %d to read %s from", c.chain, c.ns.Name, len(v), c.rule, c.name)
+		}
+		out[c.name] = v[c.rule]
+	}
+	return out, nil
+}
+
+// deltas is after - before, per counter.
+func deltas(before, after map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for name, v := range after {
+		out[name] = v - before[name]
+	}
+	return out
 }
 
 func (r *Rig) probeCapture(sc Scenario) (w witness, err error) {
@@ -185,7 +228,11 @@ func (r *Rig) probeCapture(sc Scenario) (w witness, err error) {
 		return w, err
 	}
 	defer func() { err = errors.Join(err, p.close()) }()
-	chain, err := installCapture(p.pod, sc.Capture)
+	ctrs, err := installCapture(p, sc.Capture)
+	if err != nil {
+		return w, err
+	}
+	before, err := readCounters(ctrs)
 	if err != nil {
 		return w, err
 	}
@@ -270,11 +317,11 @@ func (r *Rig) probeCapture(sc Scenario) (w witness, err error) {
 		return w, err
 	}
 	w.NoPorts = noPorts1 - noPorts0
-	if chain != "" {
-		if w.RuleHits, err = Packets(p.pod, rigTable, chain); err != nil {
-			return w, err
-		}
+	after, err := readCounters(ctrs)
+	if err != nil {
+		return w, err
 	}
+	w.Counters = deltas(before, after)
 	return w, nil
 }
 
@@ -405,21 +452,24 @@ func udpNoPorts(n *netns.NS) (uint64, error) {
 	return v, nil
 }
 
-// markFixture is the MARK pair: a node netns with a kube-proxy style
-// masked drop rule on output, a sender there and a receiver in the pod.
+// markFixture is the MARK cases' pair: the node netns runs kube-proxy's
+// rules and counts arrivals at its listener; the pod netns runs the capture
+// chain. Each side has one sender toward the other's receiver, so a control
+// and its subject use the same socket and differ only in its mark.
 type markFixture struct {
-	p  *pair
-	rx *transparent.UDPConn
-	tx *net.UDPConn
+	p        *pair
+	rx       map[constants.Netns]*transparent.UDPConn // keyed by the sender's netns
+	tx       map[constants.Netns]*net.UDPConn
+	counters []counter
 }
 
 func (f *markFixture) close() error {
 	var errs []error
-	if f.tx != nil {
-		errs = append(errs, f.tx.Close())
+	for _, c := range f.tx {
+		errs = append(errs, c.Close())
 	}
-	if f.rx != nil {
-		errs = append(errs, f.rx.Close())
+	for _, c := range f.rx {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(append(errs, f.p.close())...)
 }
@@ -435,28 +485,60 @@ func (r *Rig) markFixture() (*markFixture, error) {
 	return f, err
 }
 
+// The node's listener is on a captured port, so the pod-side sender's
+// datagram is the capture chain's to judge; the pod's is the inbound port,
+// where the proxy's upstream egress goes.
+var (
+	nodeListen = netip.AddrPortFrom(nodePrefix.Addr(), DialPort)
+	podListen  = netip.AddrPortFrom(podPrefix.Addr(), constants.InboundPort)
+)
+
 func newMarkFixture() (f *markFixture, err error) {
 	p, err := newPair("mark")
 	if err != nil {
 		return nil, err
 	}
-	f = &markFixture{p: p}
+	f = &markFixture{p: p, rx: map[constants.Netns]*transparent.UDPConn{}, tx: map[constants.Netns]*net.UDPConn{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.close())
 			f = nil
 		}
 	}()
-	if err = Install(p.node, MaskedDropRuleset(KubeProxyDrop())); err != nil {
+	divert := DivertRuleset(DialPort)
+	if err = Install(p.node, NodeRuleset(nodeListen)); err != nil {
 		return f, err
 	}
-	// The proxy's egress goes from the node to a pod's inbound port.
-	to := netip.AddrPortFrom(podPrefix.Addr(), constants.InboundPort)
-	if f.rx, err = transparent.ListenUDP(p.pod.Path, netip.AddrPortFrom(netip.IPv4Unspecified(), to.Port()), transparent.Options{}); err != nil {
+	if err = Install(p.pod, divert); err != nil {
 		return f, err
 	}
-	f.tx, err = transparent.DialUDP(p.node.Path, netip.AddrPort{}, to, transparent.Options{})
-	return f, err
+	if err = InstallDivertRoute(p.pod); err != nil {
+		return f, err
+	}
+	f.counters = []counter{
+		{ctrFirewallOutput, p.node, chainFirewallOutput, 0},
+		{ctrFirewallInput, p.node, chainFirewallInput, 0},
+		{ctrArrivedPlain, p.node, chainArrivedPlain, 0},
+		{ctrArrivedMarked, p.node, chainArrivedMarked, 0},
+		{ctrPassthrough, p.pod, divert.Chains[0].Name, 0},
+		{ctrDivert, p.pod, divert.Chains[0].Name, 1},
+	}
+	for _, side := range []struct {
+		from     constants.Netns
+		tx, rx   *netns.NS
+		listenOn netip.AddrPort
+	}{
+		{constants.NodeNetns, p.node, p.pod, podListen},
+		{constants.PodNetns, p.pod, p.node, nodeListen},
+	} {
+		if f.rx[side.from], err = transparent.ListenUDP(side.rx.Path, side.listenOn, transparent.Options{}); err != nil {
+			return f, err
+		}
+		if f.tx[side.from], err = transparent.DialUDP(side.tx.Path, netip.AddrPort{}, side.listenOn, transparent.Options{}); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
 }
 
 func (r *Rig) probeMark(sc Scenario) (w witness, err error) {
@@ -464,23 +546,27 @@ func (r *Rig) probeMark(sc Scenario) (w witness, err error) {
 	if err != nil {
 		return w, err
 	}
-	if w.SoMark, err = setMark(f.tx, sc.EgressMark); err != nil {
+	tx, rx := f.tx[sc.Sender], f.rx[sc.Sender]
+	if tx == nil {
+		return w, fmt.Errorf("%s: no sender in the %q netns", sc.Name, sc.Sender)
+	}
+	if w.SoMark, err = setMark(tx, sc.EgressMark); err != nil {
 		return w, err
 	}
 	if w.SoMark != sc.EgressMark {
 		return w, fmt.Errorf("sender's SO_MARK reads back %#x, want %#x", w.SoMark, sc.EgressMark)
 	}
-	before, err := Packets(f.p.node, rigTable, "firewall")
+	before, err := readCounters(f.counters)
 	if err != nil {
 		return w, err
 	}
 	payload := fmt.Sprintf("phase0 %s %d", sc.Name, time.Now().UnixNano())
 	// A local output drop surfaces to the sender as EPERM. That is the
 	// sender's claim and only recorded; the verdict is the receiver's and
-	// the counter's.
-	if _, err := f.tx.Write([]byte(payload)); err != nil {
+	// the counters'.
+	if _, err := tx.Write([]byte(payload)); err != nil {
 		if !errors.Is(err, unix.EPERM) {
-			return w, fmt.Errorf("node sender failed to send: %w", err)
+			return w, fmt.Errorf("%s sender failed to send: %w", sc.Sender, err)
 		}
 		w.SendErr = "EPERM"
 	}
@@ -489,15 +575,15 @@ func (r *Rig) probeMark(sc Scenario) (w witness, err error) {
 		w.Window = deliveryWindow
 	}
 	var m transparent.Meta
-	if w.Delivered, m, err = readPayload(f.rx, payload, w.Window); err != nil {
+	if w.Delivered, m, err = readPayload(rx, payload, w.Window); err != nil {
 		return w, err
 	}
 	w.Dst, w.OrigDst, w.Src = m.Dst, m.OrigDst, m.Src
-	after, err := Packets(f.p.node, rigTable, "firewall")
+	after, err := readCounters(f.counters)
 	if err != nil {
 		return w, err
 	}
-	w.RuleHits = after - before
+	w.Counters = deltas(before, after)
 	return w, nil
 }
 

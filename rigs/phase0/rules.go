@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -38,11 +40,13 @@ type Chain struct {
 // rigTable is the table name the rig uses in every namespace it programs.
 const rigTable = "aether_phase0"
 
-// DivertRuleset is mark-and-divert as DESIGN.md states it: a route-type
+// DivertRuleset is mark-and-divert as the CNI installs it: a route-type
 // output chain (the only hook where a mark change re-routes locally
 // originated packets) returns early for the passthrough mark and marks
-// udp dport port with the divert mark. The ip rule / local route pair that
-// turns the mark into local delivery is installed by InstallDivertRoute.
+// udp dport port with the divert mark. Both rules count, so a case can tell
+// "let through by the passthrough mark" from "captured". The ip rule /
+// local route pair that turns the mark into local delivery is installed by
+// InstallDivertRoute.
 func DivertRuleset(port uint16) Ruleset {
 	return Ruleset{Table: rigTable, Chains: []Chain{{
 		Name:     "divert",
@@ -50,7 +54,7 @@ func DivertRuleset(port uint16) Ruleset {
 		Hook:     *nftables.ChainHookOutput,
 		Priority: *nftables.ChainPriorityMangle,
 		Rules: [][]expr.Any{
-			append(markEquals(constants.CapturePassthroughFwMark), &expr.Verdict{Kind: expr.VerdictReturn}),
+			append(markEquals(constants.CapturePassthroughFwMark), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictReturn}),
 			append(udpDport(port),
 				&expr.Counter{},
 				&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(constants.CaptureDivertFwMark)},
@@ -76,30 +80,98 @@ func RedirectRuleset(port uint16) Ruleset {
 	}}}
 }
 
-// MaskedDropRuleset is a node-like output filter that drops every packet
-// whose mark matches m (mark & m.Mask == m.Value), the shape of kube-proxy's
-// KUBE-FIREWALL drop rule.
-func MaskedDropRuleset(m constants.Mark) Ruleset {
-	return Ruleset{Table: rigTable, Chains: []Chain{{
-		Name:     "firewall",
-		Type:     nftables.ChainTypeFilter,
-		Hook:     *nftables.ChainHookOutput,
-		Priority: *nftables.ChainPriorityFilter,
-		Rules: [][]expr.Any{{
-			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-				Mask: binaryutil.NativeEndian.PutUint32(m.Mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(m.Value)},
-			&expr.Counter{},
-			&expr.Verdict{Kind: expr.VerdictDrop},
-		}},
-	}}}
+// kube-proxy's marks, as kubelet's syncNetworkUtil programs them with the
+// default iptablesDropBit 15 and iptablesMasqueradeBit 14 (kubernetes
+// pkg/kubelet/kubelet_network_linux.go). They are the rig's own literals,
+// not mesh/constants' table: the rig checks the product, it does not share
+// its beliefs.
+const (
+	kubeDropMark uint32 = 0x8000
+	kubeMasqMark uint32 = 0x4000
+)
+
+// Chains of the node netns that the MARK cases read.
+const (
+	chainFirewallOutput = "kube-firewall-output"
+	chainFirewallInput  = "kube-firewall-input"
+	chainArrivedMarked  = "arrived-marked"
+	chainArrivedPlain   = "arrived-unmarked"
+)
+
+// KubeProxyChains are a kube-proxy node's filter and nat rules in nft
+// form: KUBE-FIREWALL on input and output (`-m mark --mark 0x8000/0x8000 -j
+// DROP`), KUBE-FORWARD's accept of masquerade-marked traffic, and
+// KUBE-POSTROUTING (return unless 0x4000, clear it, masquerade).
+func KubeProxyChains() []Chain {
+	firewall := func(name string, hook *nftables.ChainHook) Chain {
+		return Chain{Name: name, Type: nftables.ChainTypeFilter, Hook: *hook, Priority: *nftables.ChainPriorityFilter,
+			Rules: [][]expr.Any{append(markMasked(kubeDropMark, kubeDropMark), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})}}
+	}
+	return []Chain{
+		firewall(chainFirewallInput, nftables.ChainHookInput),
+		firewall(chainFirewallOutput, nftables.ChainHookOutput),
+		{Name: "kube-forward", Type: nftables.ChainTypeFilter, Hook: *nftables.ChainHookForward, Priority: *nftables.ChainPriorityFilter,
+			Rules: [][]expr.Any{append(markMasked(kubeMasqMark, kubeMasqMark), &expr.Verdict{Kind: expr.VerdictAccept})}},
+		{Name: "kube-postrouting", Type: nftables.ChainTypeNAT, Hook: *nftables.ChainHookPostrouting, Priority: *nftables.ChainPriorityNATSource,
+			Rules: [][]expr.Any{
+				append(markMasked(0, kubeMasqMark), &expr.Verdict{Kind: expr.VerdictReturn}),
+				{
+					&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+					&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+						Mask: binaryutil.NativeEndian.PutUint32(0xffffffff), Xor: binaryutil.NativeEndian.PutUint32(kubeMasqMark)},
+					&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+				},
+				{&expr.Masq{}},
+			}},
+	}
+}
+
+// ArrivalChains count, in the prerouting hook of the netns they are
+// installed in, udp datagrams for dst: those arriving with a mark and
+// those arriving without. They are the witness that a datagram left its
+// sender's netns by the normal route, and with which mark it arrived.
+func ArrivalChains(dst netip.AddrPort) []Chain {
+	match := append(udpDport(dst.Port()),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dst.Addr().AsSlice()},
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+	)
+	arrived := func(name string, op expr.CmpOp) Chain {
+		rule := append(slices.Clone(match), &expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)}, &expr.Counter{})
+		return Chain{Name: name, Type: nftables.ChainTypeFilter, Hook: *nftables.ChainHookPrerouting,
+			Priority: *nftables.ChainPriorityFilter, Rules: [][]expr.Any{rule}}
+	}
+	return []Chain{arrived(chainArrivedPlain, expr.CmpOpEq), arrived(chainArrivedMarked, expr.CmpOpNeq)}
+}
+
+// NodeRuleset is what the MARK cases install in their node netns: the
+// kube-proxy chains and the arrival counters for the node's own listener.
+func NodeRuleset(listener netip.AddrPort) Ruleset {
+	return Ruleset{Table: rigTable, Chains: append(KubeProxyChains(), ArrivalChains(listener)...)}
+}
+
+// PeerRuleset is what every capture case installs in its node netns: the
+// arrival counters for VIP:DialPort, which show whether the client's
+// datagram left the pod.
+func PeerRuleset() Ruleset {
+	return Ruleset{Table: rigTable, Chains: ArrivalChains(netip.AddrPortFrom(VIP, DialPort))}
 }
 
 func markEquals(mark uint32) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(mark)},
+	}
+}
+
+// markMasked is `meta mark & mask == value`, iptables' `-m mark --mark
+// value/mask`.
+func markMasked(value, mask uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(value)},
 	}
 }
 
@@ -278,10 +350,11 @@ func sameExprs(got, want []expr.Any) bool {
 	return true
 }
 
-// Packets sums the packet counters of a chain's rules: how many packets the
-// counted rule of that chain matched so far.
-func Packets(n *netns.NS, table, chain string) (uint64, error) {
-	var total uint64
+// Packets returns, for each rule of a chain in order, the packets its
+// counter has counted so far; a rule without a counter reads 0. A chain
+// with no counter at all is an error: it can witness nothing.
+func Packets(n *netns.NS, table, chain string) ([]uint64, error) {
+	var out []uint64
 	err := withNft(n, func(c *nftables.Conn) error {
 		t := &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}
 		rules, err := c.GetRules(t, &nftables.Chain{Name: chain, Table: t})
@@ -290,19 +363,21 @@ func Packets(n *netns.NS, table, chain string) (uint64, error) {
 		}
 		found := false
 		for _, r := range rules {
+			var v uint64
 			for _, e := range r.Exprs {
 				if ctr, ok := e.(*expr.Counter); ok {
-					total += ctr.Packets
+					v += ctr.Packets
 					found = true
 				}
 			}
+			out = append(out, v)
 		}
 		if !found {
 			return fmt.Errorf("chain %q in netns %q has no counter", chain, n.Name)
 		}
 		return nil
 	})
-	return total, err
+	return out, err
 }
 
 func wantHeader(c Chain) string {
@@ -375,17 +450,23 @@ func RenderRule(es []expr.Any) string {
 				reg = "meta " + metaName(x.Key)
 			}
 		case *expr.Payload:
-			if x.Base == expr.PayloadBaseTransportHeader && x.Offset == 2 && x.Len == 2 {
+			switch {
+			case x.Base == expr.PayloadBaseTransportHeader && x.Offset == 2 && x.Len == 2:
 				reg = "th dport"
-			} else {
+			case x.Base == expr.PayloadBaseNetworkHeader && x.Offset == 16 && x.Len == 4:
+				reg = "ip daddr"
+			default:
 				reg = fmt.Sprintf("@%d,%d,%d", x.Base, x.Offset*8, x.Len*8)
 			}
 		case *expr.Bitwise:
-			reg = fmt.Sprintf("%s & %#x", reg, hostUint(x.Mask))
+			reg = renderBitwise(reg, hostUint(x.Mask), hostUint(x.Xor))
 		case *expr.Cmp:
-			op := "=="
-			if x.Op != expr.CmpOpEq {
-				op = fmt.Sprintf("op(%d)", x.Op)
+			op := fmt.Sprintf("op(%d)", x.Op)
+			switch x.Op {
+			case expr.CmpOpEq:
+				op = "=="
+			case expr.CmpOpNeq:
+				op = "!="
 			}
 			out = append(out, fmt.Sprintf("%s %s %s", reg, op, cmpValue(reg, x.Data)))
 		case *expr.Immediate:
@@ -394,6 +475,8 @@ func RenderRule(es []expr.Any) string {
 			out = append(out, "counter")
 		case *expr.Redir:
 			out = append(out, "redirect")
+		case *expr.Masq:
+			out = append(out, "masquerade")
 		case *expr.Verdict:
 			out = append(out, verdictName(x.Kind))
 		default:
@@ -401,6 +484,18 @@ func RenderRule(es []expr.Any) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// renderBitwise prints a mask/xor pair the way nft lists it: "& mask" for
+// a plain mask, "^ xor" for a toggle.
+func renderBitwise(reg string, mask, xor uint32) string {
+	switch {
+	case xor == 0:
+		return fmt.Sprintf("%s & %#x", reg, mask)
+	case mask == 0xffffffff:
+		return fmt.Sprintf("%s ^ %#x", reg, xor)
+	}
+	return fmt.Sprintf("(%s & %#x) ^ %#x", reg, mask, xor)
 }
 
 func metaName(k expr.MetaKey) string {
@@ -419,6 +514,8 @@ func cmpValue(reg string, b []byte) string {
 		return fmt.Sprint(binary.BigEndian.Uint16(b))
 	case reg == "meta l4proto" && len(b) == 1 && b[0] == unix.IPPROTO_UDP:
 		return "udp"
+	case reg == "ip daddr" && len(b) == 4:
+		return netip.AddrFrom4([4]byte(b)).String()
 	case len(b) == 4:
 		return fmt.Sprintf("%#x", hostUint(b))
 	}

@@ -62,9 +62,9 @@ const (
 	mTCPConn = "aether_proxy_tcp_connections_total"
 )
 
-// selection sends perService datagrams to svc-a and svc-b and reports where
-// each service's datagrams landed.
-func selection(ctx context.Context, r *rig, mode constants.CaptureMode) (redgreen.Observation, error) {
+// selection sends perService datagrams to svc-a and svc-b, tagged with the
+// case's name, and reports where each service's datagrams landed.
+func selection(ctx context.Context, r *rig, mode constants.CaptureMode, name string) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
 	c, err := r.cluster(ctx, mode)
 	if err != nil {
@@ -76,7 +76,7 @@ func selection(ctx context.Context, r *rig, mode constants.CaptureMode) (redgree
 		if err != nil {
 			return obs, err
 		}
-		tag := fmt.Sprintf("%s-selection-%s", mode, svc)
+		tag := fmt.Sprintf("%s-%s", name, svc)
 		s, err := sendUDP(c, ip, l4, tag, perService)
 		if err != nil {
 			return obs, err
@@ -157,25 +157,34 @@ func checkOwn(o redgreen.Observation, svcs ...string) error {
 	return nil
 }
 
+// selectionControl is the suite's control, measured under capture mode
+// mode: the suite gives it REDIRECT, which must collapse both services onto
+// one backend; the broken-rig spec gives it the subject's TPROXY and must
+// see the suite call the rig broken.
+func selectionControl(r *rig, mode constants.CaptureMode) redgreen.Case {
+	name := "selection-redirect"
+	return redgreen.Case{
+		Name: name, Role: redgreen.Control,
+		Description: fmt.Sprintf("svc-a and svc-b on one node, %s capture in aether-cni and the agent", mode),
+		Expect:      "both services' datagrams at one backend, the tie-break winner's (svc-a, route weight 2)",
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			obs, err := selection(ctx, r, mode, fmt.Sprintf("%s-%s", name, mode))
+			// The control's cluster is done with: free it for the subject.
+			return obs, errors.Join(err, r.close(mode))
+		},
+		Check: checkCollapse,
+	}
+}
+
 func cases(r *rig) []redgreen.Case {
 	return []redgreen.Case{
-		{
-			Name: "selection-redirect", Role: redgreen.Control,
-			Description: "svc-a and svc-b on one node, REDIRECT capture in aether-cni and the agent",
-			Expect:      "both services' datagrams at one backend, the tie-break winner's (svc-a, route weight 2)",
-			Run: func(ctx context.Context) (redgreen.Observation, error) {
-				obs, err := selection(ctx, r, constants.CaptureRedirect)
-				// The control's cluster is done with: free it for the subject.
-				return obs, errors.Join(err, r.close(constants.CaptureRedirect))
-			},
-			Check: checkCollapse,
-		},
+		selectionControl(r, constants.CaptureRedirect),
 		{
 			Name: "selection-tproxy", Role: redgreen.Subject,
 			Description: "svc-a and svc-b on one node, TPROXY mark-and-divert capture",
 			Expect:      "every datagram at its own service's backend; every reply from VIP:18082",
 			Run: func(ctx context.Context) (redgreen.Observation, error) {
-				return selection(ctx, r, constants.CaptureTProxy)
+				return selection(ctx, r, constants.CaptureTProxy, "selection-tproxy")
 			},
 			Check: func(o redgreen.Observation) error { return checkOwn(o, "svc-a", "svc-b") },
 		},

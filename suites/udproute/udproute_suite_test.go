@@ -115,4 +115,18 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 		}
 		Expect(result.Err()).NotTo(HaveOccurred())
 	})
+
+	// The control broken on purpose: given the subject's TPROXY capture it
+	// shows no collapse, and the suite must call the rig broken, naming the
+	// control, rather than pass or fail. It runs last: it uses, then frees,
+	// the subject's cluster.
+	It("calls the rig broken when the control is given the subject's capture", func(ctx SpecContext) {
+		broken := redgreen.Run(ctx, redgreen.Suite{Name: "udproute", Subject: result.Subject,
+			Cases: []redgreen.Case{selectionControl(r, constants.CaptureTProxy)}})
+		GinkgoWriter.Println(broken.Table())
+		Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), broken.Reason)
+		Expect(broken.Reason).To(ContainSubstring("control selection-redirect did not show its signature"))
+		Expect(broken.Cases).To(HaveLen(1))
+		Expect(broken.Cases[0].Reason).To(ContainSubstring("the services landed on different backends"))
+	}, NodeTimeout(5*time.Minute))
 })

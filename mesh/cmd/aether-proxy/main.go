@@ -34,7 +34,7 @@ func run(args []string) error {
 	node := fs.String("node", "", "Envoy node id: the node's name (required)")
 	target := fs.String("xds", "", "the agent's ADS address: unix:///path or host:port (required)")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:15091", "loopback address for /metrics (the agent's default is 15090)")
-	markFlag := fs.String("mark", fmt.Sprintf("%#x", constants.CapturePassthroughFwMark), "SO_MARK on upstream egress")
+	markFlag := fs.String("mark", "0", "SO_MARK on upstream egress, which leaves from the node netns; 0 sets none, and a mark the node's own rules would match is refused")
 	batch := fs.Int("batch", proxy.DefaultBatch, "UDP datagrams per recvmmsg/sendmmsg (1 disables batching)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,9 +45,9 @@ func run(args []string) error {
 	if *node == "" || *target == "" {
 		return errors.New("--node and --xds are required")
 	}
-	mark, err := strconv.ParseUint(*markFlag, 0, 32)
+	mark, err := parseMark(*markFlag)
 	if err != nil {
-		return fmt.Errorf("invalid --mark %q: %w", *markFlag, err)
+		return err
 	}
 	host, _, err := net.SplitHostPort(*metricsAddr)
 	if err != nil {
@@ -77,4 +77,20 @@ func run(args []string) error {
 	_ = srv.Shutdown(sctx)
 	log.Info("aether-proxy stopped")
 	return err
+}
+
+// parseMark reads --mark and refuses a mark that collides with a mark the
+// node netns carries (mesh/constants ForeignMarks): the proxy's upstream
+// sockets live there, so kube-proxy's KUBE-FIREWALL would drop 0xae7e and
+// Cilium would read it as its IPsec mark.
+func parseMark(s string) (uint32, error) {
+	m, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return 0, fmt.Errorf("invalid --mark %q: %w", s, err)
+	}
+	use := constants.MarkUse{Name: "--mark", Mark: uint32(m), Netns: constants.NodeNetns}
+	if err := constants.CheckMarkUses([]constants.MarkUse{use}, constants.ForeignMarks()); err != nil {
+		return 0, fmt.Errorf("invalid --mark %q: %w", s, err)
+	}
+	return uint32(m), nil
 }

@@ -175,6 +175,7 @@ func startFlow(c *node.Cluster, vip netip.Addr, tag string, interval time.Durati
 		for i := 0; ; i++ {
 			select {
 			case <-f.stop:
+				f.drain(conn, buf)
 				return
 			default:
 			}
@@ -203,6 +204,31 @@ func startFlow(c *node.Cluster, vip netip.Addr, tag string, interval time.Durati
 		}
 	}()
 	return f, nil
+}
+
+// drain reads the replies still owed when the flow is stopped: under load a
+// reply can take longer than one interval, and leaving it unread would count
+// a late reply as a lost one. It waits at most two seconds in all.
+func (f *flow) drain(conn net.Conn, buf []byte) {
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for {
+		f.mu.Lock()
+		owed := f.sent.Datagrams
+		for _, n := range f.sent.Replies {
+			owed -= n
+		}
+		f.mu.Unlock()
+		if owed <= 0 {
+			return
+		}
+		m, err := conn.Read(buf)
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.sent.Replies[string(buf[:m])]++
+		f.mu.Unlock()
+	}
 }
 
 func (f *flow) finish() (sent, error) {

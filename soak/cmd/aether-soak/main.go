@@ -19,7 +19,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
@@ -102,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func gradeOne(path, out string, suites []redgreen.Result, stdout io.Writer) (*grade.Grade, error) {
+func gradeOne(path, out string, suites []results.Result, stdout io.Writer) (*grade.Grade, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
 		return nil, err
@@ -111,6 +111,8 @@ func gradeOne(path, out string, suites []redgreen.Result, stdout io.Writer) (*gr
 	if err != nil {
 		return nil, err
 	}
+	// The release gate takes a grade only from the build it gates.
+	g.Build = results.Stamp()
 	if out == "" {
 		out = filepath.Join("reports", "latest", "soaks", m.Name)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -91,6 +92,16 @@ func RecordBinary(name, path string) error {
 	binaries.Lock()
 	defer binaries.Unlock()
 	binaries.sha[name] = sum
+	return nil
+}
+
+// RecordBinaries records each named binary in dir, as RecordBinary does.
+func RecordBinaries(dir string, names ...string) error {
+	for _, n := range names {
+		if err := RecordBinary(n, filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

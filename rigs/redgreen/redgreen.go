@@ -10,9 +10,12 @@ package redgreen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/aether-mesh/aether/reports/results"
@@ -104,9 +107,35 @@ func (s Suite) CouldNotStart(cause error) Result {
 	return res
 }
 
+// Setup runs a suite's setup. When it fails, the suite's could-not-start
+// result is written where results go (AETHER_REPORT_DIR) before the error
+// is returned, so the gate prints the cause instead of a missing file.
+func (s Suite) Setup(setup func() error) error {
+	err := setup()
+	if err == nil {
+		return nil
+	}
+	if werr := s.CouldNotStart(err).Write(""); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+var recordSelf sync.Once
+
 // stamp records where the suite ran and the build it judged. It runs at
-// the end so that binaries the cases recorded are in the stamp.
+// the end so that binaries the cases recorded are in the stamp. The
+// running executable is recorded too: suites that run the mesh in-process
+// (phase0, cni-capture) ran the code linked into it.
 func stamp(r *Result) {
+	recordSelf.Do(func() {
+		// Best effort: a stamp without this entry still names the build,
+		// and out-of-process binaries are recorded (and fail) by their
+		// runners.
+		if exe, err := os.Executable(); err == nil {
+			_ = results.RecordBinary("self:"+filepath.Base(exe), exe)
+		}
+	})
 	r.Hostname, _ = os.Hostname()
 	r.Build = results.Stamp()
 }

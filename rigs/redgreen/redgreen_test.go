@@ -3,6 +3,8 @@ package redgreen
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,5 +120,28 @@ func TestCouldNotStartNamesTheCause(t *testing.T) {
 	}
 	if !strings.Contains(r.Table(), "could not start: failed to bring up") {
 		t.Fatalf("the table hides the cause:\n%s", r.Table())
+	}
+}
+
+func TestSetupWritesWhyTheSuiteCouldNotStart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvReportDir, dir)
+	s := Suite{Name: "udproute", Subject: "x"}
+	if err := s.Setup(func() error { return nil }); err != nil {
+		t.Fatalf("a setup that succeeded: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "udproute.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a setup that succeeded wrote a result: %v", err)
+	}
+	cause := errors.New("skipped: missing CAP_NET_ADMIN")
+	if err := s.Setup(func() error { return cause }); !errors.Is(err, cause) {
+		t.Fatalf("Setup returned %v, want the setup's error", err)
+	}
+	r, err := results.Load(filepath.Join(dir, "udproute.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Fail || r.CouldNotStart != cause.Error() {
+		t.Fatalf("written result: %s, could not start %q", r.Verdict, r.CouldNotStart)
 	}
 }

@@ -162,7 +162,7 @@ func (g *gate) soaks(files []string) {
 		}
 		problems := results.CheckSoak(f, s)
 		if why := g.judges(s.Build); why != "" {
-			problems = append(problems, f+": graded by a build that "+why)
+			problems = append(problems, f+": the grade "+why)
 		}
 		if g.rev != "" && !results.SoakCovers(s.Builds, g.rev) {
 			problems = append(problems, fmt.Sprintf("%s: cannot judge build %s from soak %s: it ran %s",

@@ -251,3 +251,15 @@ func TestSuiteThatCouldNotStartShowsWhy(t *testing.T) {
 	}
 	wantAll(t, "could not start", out, "udproute: FAIL (could not start: failed to build the mesh binaries: exit status 1)")
 }
+
+// A grade made by another build's grader is held to -build like a suite.
+func TestSoakGradedByAnotherBuildFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	p := soak(t, dir, "2026-09-28-rev247-same-build-ab", rev, results.Build{Unknown: "AETHER_BUILD_REVISION is unset"})
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code == 0 {
+		t.Errorf("an unstamped grade passed:\n%s", out)
+	}
+	wantAll(t, "unstamped grade", out, p+": the grade records no build (AETHER_BUILD_REVISION is unset)")
+}

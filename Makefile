@@ -9,6 +9,21 @@ SUITES    ?= ./rigs/phase0/... ./mesh/cni/... ./suites/...
 # The suites each of which must have written a result for the gate to pass.
 GATE_SUITES ?= phase0,cni-capture,udproute
 TEST_TIMEOUT ?= 25m
+# The suites `make suites` runs, each of which must write a result.
+SUITES_ONLY ?= udproute
+
+# The build every result records. `go test` binaries carry no VCS stamp, so
+# make passes the checkout's revision and whether it had uncommitted changes.
+# Outside a git checkout both are empty, every result says it has no build,
+# and the gate refuses them.
+BUILD_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DIRTY := $(if $(BUILD_REVISION),$(shell test -z "$$(git status --porcelain 2>/dev/null)" && echo false || echo true))
+export AETHER_BUILD_REVISION := $(BUILD_REVISION)
+export AETHER_BUILD_DIRTY := $(BUILD_DIRTY)
+# aether-gate's build flags: the checkout's revision, and dirty results
+# accepted only when the checkout itself is dirty (the verdict line then
+# says the build is not releasable).
+GATE_BUILD = $(if $(BUILD_REVISION),-build $(BUILD_REVISION)) $(if $(filter true,$(BUILD_DIRTY)),-allow-dirty)
 
 .PHONY: help test gate rigs suites e2e soak report build vet clean
 
@@ -16,7 +31,7 @@ help:
 	@echo "make gate    run every local red-then-green suite, write $(REPORTS)/, print the verdict"
 	@echo "make test    all tests (unit, privileged rigs, suites); as root nothing skips"
 	@echo "make rigs    run the Phase 0 rig and print its table"
-	@echo "make suites  run the ginkgo suites on the embedded netns cluster"
+	@echo "make suites  run the ginkgo suites on the embedded netns cluster and print their tables"
 	@echo "make e2e     the suites on kind (needs a container engine and kind)"
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
@@ -31,22 +46,30 @@ vet:
 test: vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+# The gate and the grader are built, not `go run`: go run adds its own
+# "exit status 1" to a failing verdict.
 gate:
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
+	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./soak/cmd/aether-soak
 	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
 		> $(REPORTS)/suites.log 2>&1; echo $$? > $(REPORTS)/suites.rc; \
 		echo "suite packages exited $$(cat $(REPORTS)/suites.rc) (log: $(REPORTS)/suites.log)"
-	@if [ -n "$(SOAK)" ]; then $(GO) run ./soak/cmd/aether-soak grade -suites $(REPORTS)/suites \
-		-out $(REPORTS)/soaks/$$(basename $$(dirname $(SOAK))) $(SOAK) > /dev/null || true; fi
-	@$(GO) run ./reports/cmd/aether-gate -dir $(REPORTS) -require $(GATE_SUITES) $(if $(SOAK),-require-soak)
+	@if [ -n "$(SOAK)" ]; then $(REPORTS)/bin/aether-soak grade -suites $(REPORTS)/suites \
+		-out $(REPORTS)/soaks $(SOAK) > /dev/null || true; fi
+	@$(REPORTS)/bin/aether-gate -dir $(REPORTS) -require $(GATE_SUITES) $(if $(SOAK),-require-soak) $(GATE_BUILD)
 	@rc=$$(cat $(REPORTS)/suites.rc); if [ "$$rc" != 0 ]; then \
 		echo "make gate: FAIL: the suite packages exited $$rc although their results passed (a leak check or a test outside the tables failed; see $(REPORTS)/suites.log)"; exit 1; fi
 
 rigs:
 	$(GO) run ./rigs/cmd/aether-phase0
 
+# The suites' results go to their own directory, so a `make gate` run's
+# reports stay as they were; the gate then prints their red-then-green tables.
 suites:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./suites/... -v
+	@rm -rf $(REPORTS)/suites-only && mkdir -p $(REPORTS)/suites-only/suites
+	@$(GO) build -o $(REPORTS)/suites-only/bin/ ./reports/cmd/aether-gate
+	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites-only/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./suites/... -v; \
+		rc=$$?; $(REPORTS)/suites-only/bin/aether-gate -dir $(REPORTS)/suites-only -require $(SUITES_ONLY) $(GATE_BUILD) || rc=1; exit $$rc
 
 e2e:
 	$(GO) run ./suites/cmd/aether-e2e

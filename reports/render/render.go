@@ -16,7 +16,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/soak/grade"
 )
 
@@ -46,7 +46,7 @@ func Text(g *grade.Grade) string {
 
 // WriteSoak writes grade.json, junit.xml and report.html for one soak into
 // dir; suites, when given, add their red-then-green tables to the page.
-func WriteSoak(dir string, g *grade.Grade, suites []redgreen.Result) error {
+func WriteSoak(dir string, g *grade.Grade, suites []results.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("failed to create report dir %q: %w", dir, err)
 	}
@@ -101,15 +101,15 @@ func LoadGrade(path string) (*grade.Grade, error) {
 
 // LoadSuites reads every suite result under dir (redgreen's JSON), sorted
 // by file name. A missing dir is no suites, not an error.
-func LoadSuites(dir string) ([]redgreen.Result, error) {
+func LoadSuites(dir string) ([]results.Result, error) {
 	files, err := filepath.Glob(filepath.Join(dir, suitesGlob))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
-	var out []redgreen.Result
+	var out []results.Result
 	for _, f := range files {
-		r, err := redgreen.Load(f)
+		r, err := results.Load(f)
 		if err != nil {
 			return nil, err
 		}
@@ -153,7 +153,7 @@ type junitFailure struct {
 // JUnit renders soak gates and suite cases as JUnit XML. A gate that did
 // not pass (FAIL, INCONCLUSIVE, REFUSED) is a failure whose type names the
 // verdict; a suite case that did not match its expectation is a failure too.
-func JUnit(gs []*grade.Grade, suites []redgreen.Result) ([]byte, error) {
+func JUnit(gs []*grade.Grade, suites []results.Result) ([]byte, error) {
 	doc := junitSuites{Name: "aether"}
 	for _, g := range gs {
 		s := junitSuite{Name: "soak/" + g.Soak, Timestamp: g.End.Format("2006-01-02T15:04:05")}
@@ -179,7 +179,7 @@ func JUnit(gs []*grade.Grade, suites []redgreen.Result) ([]byte, error) {
 			}
 			s.Cases = append(s.Cases, jc)
 		}
-		if r.Verdict != redgreen.Pass && s.Failures == 0 {
+		if r.Verdict != results.Pass && s.Failures == 0 {
 			// A suite can fail with every row matched (no subject case).
 			s.Cases = append(s.Cases, junitCase{Name: "suite verdict", Classname: "suite." + r.Suite, Time: "0",
 				Failure: &junitFailure{Message: r.Reason, Type: string(r.Verdict)}})
@@ -216,7 +216,7 @@ type chart struct {
 }
 
 type suiteView struct {
-	R     redgreen.Result
+	R     results.Result
 	Class string
 }
 
@@ -232,7 +232,7 @@ func verdictClass(v string) string {
 }
 
 // HTML renders one soak's self-contained page.
-func HTML(g *grade.Grade, suites []redgreen.Result) ([]byte, error) {
+func HTML(g *grade.Grade, suites []results.Result) ([]byte, error) {
 	d := pageData{G: g}
 	add := func(title string, s string, err error) error {
 		if err != nil {
@@ -384,7 +384,7 @@ type Run struct {
 
 // Index renders the nightly index: every run with its verdict and the
 // trend of the h3/h2 ratio.
-func Index(runs []Run, suites []redgreen.Result) ([]byte, error) {
+func Index(runs []Run, suites []results.Result) ([]byte, error) {
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Grade.Start.Before(runs[j].Grade.Start) })
 	var gs []*grade.Grade
 	for _, r := range runs {

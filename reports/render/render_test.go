@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/fixtures/golden"
-	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
@@ -40,17 +40,17 @@ func fixtureGrades(t *testing.T) map[string]*grade.Grade {
 	return out
 }
 
-func suites() []redgreen.Result {
+func suites() []results.Result {
 	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
-	return []redgreen.Result{
-		{Suite: "udproute-selection", Subject: "per-VIP UDP selection under TPROXY", Verdict: redgreen.Pass, Reason: "1 control(s) red, 1 subject(s) green", Started: at,
-			Cases: []redgreen.CaseResult{
-				{Name: "redirect-control", Role: redgreen.Control, Expected: "svc-b's datagrams reach svc-a's backend", Observed: "ipi_addr 127.0.0.1 for both VIPs", Witness: "the receiver's IP_PKTINFO", Matched: true},
-				{Name: "tproxy", Role: redgreen.Subject, Expected: "each VIP reaches its own backend", Observed: "10.96.0.10→a, 10.96.0.11→b", Witness: "the backends' own records", Matched: true},
+	return []results.Result{
+		{Suite: "udproute-selection", Subject: "per-VIP UDP selection under TPROXY", Verdict: results.Pass, Reason: "1 control(s) red, 1 subject(s) green", Started: at,
+			Cases: []results.CaseResult{
+				{Name: "redirect-control", Role: results.Control, Expected: "svc-b's datagrams reach svc-a's backend", Observed: "ipi_addr 127.0.0.1 for both VIPs", Witness: "the receiver's IP_PKTINFO", Matched: true},
+				{Name: "tproxy", Role: results.Subject, Expected: "each VIP reaches its own backend", Observed: "10.96.0.10→a, 10.96.0.11→b", Witness: "the backends' own records", Matched: true},
 			}},
-		{Suite: "quic-resumption", Subject: "R4", Verdict: redgreen.BrokenRig, Reason: "control resumption-on did not show its signature", Started: at,
-			Cases: []redgreen.CaseResult{
-				{Name: "resumption-on", Role: redgreen.Control, Expected: "revoked SVID accepted on resumption", Observed: "handshake refused", Matched: false, Reason: "no resumption happened"},
+		{Suite: "quic-resumption", Subject: "R4", Verdict: results.BrokenRig, Reason: "control resumption-on did not show its signature", Started: at,
+			Cases: []results.CaseResult{
+				{Name: "resumption-on", Role: results.Control, Expected: "revoked SVID accepted on resumption", Observed: "handshake refused", Matched: false, Reason: "no resumption happened"},
 			}},
 	}
 }

@@ -16,13 +16,25 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if privileged.Missing(privileged.NetAdmin, privileged.SysAdmin) == "" {
-		if removed, err := netns.Sweep(); err != nil {
-			fmt.Fprintf(os.Stderr, "phase0: sweeping stale namespaces failed: %v\n", err)
-			os.Exit(1)
-		} else if len(removed) > 0 {
+	suite := New().Suite(nil)
+	err := suite.Setup(func() error {
+		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
+			return fmt.Errorf("skipped: %s", why)
+		}
+		removed, err := netns.Sweep()
+		if err != nil {
+			return fmt.Errorf("sweeping stale namespaces failed: %w", err)
+		}
+		if len(removed) > 0 {
 			fmt.Fprintf(os.Stderr, "phase0: swept stale namespaces %v\n", removed)
 		}
+		return nil
+	})
+	// Without privileges the tests skip (or fail, when required) on their
+	// own; a failed sweep stops the package.
+	if err != nil && privileged.Missing(privileged.NetAdmin, privileged.SysAdmin) == "" {
+		fmt.Fprintf(os.Stderr, "phase0: %v\n", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	if err := netns.Cleanup(); err != nil {

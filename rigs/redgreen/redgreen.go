@@ -10,33 +10,36 @@ package redgreen
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
-	"text/tabwriter"
+	"sync"
 	"time"
+
+	"github.com/aether-mesh/aether/reports/results"
 )
 
-// Role says whether a case is a control (expected to show a failure
-// signature) or a subject (expected to show the property).
-type Role string
+// The models a run produces live in reports/results, where the release
+// gate loads them; these names keep the runner's vocabulary.
+type (
+	Role       = results.Role
+	Verdict    = results.Verdict
+	CaseResult = results.CaseResult
+	Result     = results.Result
+)
 
 const (
-	Control Role = "control"
-	Subject Role = "subject"
+	Control   = results.Control
+	Subject   = results.Subject
+	Pass      = results.Pass
+	Fail      = results.Fail
+	BrokenRig = results.BrokenRig
 )
 
-// Verdict is a suite's outcome.
-type Verdict string
-
-const (
-	Pass      Verdict = "PASS"
-	Fail      Verdict = "FAIL"
-	BrokenRig Verdict = "BROKEN_RIG"
-)
+// EnvReportDir names the directory suites write their results into.
+const EnvReportDir = results.EnvReportDir
 
 // Observation is what a case measured, as its witness reported it.
 type Observation struct {
@@ -64,21 +67,6 @@ type Case struct {
 	Check func(Observation) error
 }
 
-// CaseResult is a case's row in the report. Every result starts unmatched;
-// only a Check that returns nil on a successful Run makes it matched.
-type CaseResult struct {
-	Name        string         `json:"name"`
-	Role        Role           `json:"role"`
-	Description string         `json:"description,omitempty"`
-	Expected    string         `json:"expected"`
-	Observed    string         `json:"observed"`
-	Witness     string         `json:"witness,omitempty"`
-	Facts       map[string]any `json:"facts,omitempty"`
-	Matched     bool           `json:"matched"`
-	Reason      string         `json:"reason,omitempty"`
-	DurationMS  float64        `json:"duration_ms"`
-}
-
 // Suite is a named set of cases around one subject.
 type Suite struct {
 	Name    string
@@ -86,29 +74,10 @@ type Suite struct {
 	Cases   []Case
 }
 
-// Result is a suite run: the rows and the verdict derived from them.
-type Result struct {
-	Suite    string       `json:"suite"`
-	Subject  string       `json:"subject"`
-	Verdict  Verdict      `json:"verdict"`
-	Reason   string       `json:"reason,omitempty"`
-	Cases    []CaseResult `json:"cases"`
-	Started  time.Time    `json:"started"`
-	Finished time.Time    `json:"finished"`
-	Host     Host         `json:"host"`
-}
-
-// Host records where the suite ran.
-type Host struct {
-	Kernel   string `json:"kernel"`
-	Hostname string `json:"hostname"`
-	Revision string `json:"revision,omitempty"`
-}
-
 // Run measures every control, then every subject, and derives the verdict.
 // A panic inside a case is recorded as that case's failure.
 func Run(ctx context.Context, s Suite) Result {
-	res := Result{Suite: s.Name, Subject: s.Subject, Started: time.Now().UTC(), Host: host()}
+	res := Result{Suite: s.Name, Subject: s.Subject, Started: time.Now().UTC()}
 	var controls, subjects []Case
 	for _, c := range s.Cases {
 		if c.Role == Control {
@@ -121,40 +90,54 @@ func Run(ctx context.Context, s Suite) Result {
 		res.Cases = append(res.Cases, runCase(ctx, c))
 	}
 	res.Finished = time.Now().UTC()
-	res.Verdict, res.Reason = Decide(res.Cases)
+	stamp(&res)
+	res.Verdict, res.Reason = results.Decide(res)
 	return res
 }
 
-// Decide derives a suite verdict from its rows: any unmatched control makes
-// a broken rig; otherwise any unmatched subject, or no subject at all, fails.
-func Decide(rows []CaseResult) (Verdict, string) {
-	var broken, failed []string
-	nControl, nSubject := 0, 0
-	for _, r := range rows {
-		switch r.Role {
-		case Control:
-			nControl++
-			if !r.Matched {
-				broken = append(broken, fmt.Sprintf("control %s did not show its signature (%s): %s", r.Name, r.Expected, r.Reason))
-			}
-		default:
-			nSubject++
-			if !r.Matched {
-				failed = append(failed, fmt.Sprintf("%s: %s", r.Name, r.Reason))
-			}
+// CouldNotStart is the result of a suite whose setup failed (a cluster
+// that did not come up, a sweep that failed, a missing capability) before
+// any case ran. Written like any result, it puts the cause in front of the
+// gate instead of a missing file.
+func (s Suite) CouldNotStart(cause error) Result {
+	now := time.Now().UTC()
+	res := Result{Suite: s.Name, Subject: s.Subject, Started: now, Finished: now, CouldNotStart: cause.Error()}
+	stamp(&res)
+	res.Verdict, res.Reason = results.Decide(res)
+	return res
+}
+
+// Setup runs a suite's setup. When it fails, the suite's could-not-start
+// result is written where results go (AETHER_REPORT_DIR) before the error
+// is returned, so the gate prints the cause instead of a missing file.
+func (s Suite) Setup(setup func() error) error {
+	err := setup()
+	if err == nil {
+		return nil
+	}
+	if werr := s.CouldNotStart(err).Write(""); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+var recordSelf sync.Once
+
+// stamp records where the suite ran and the build it judged. It runs at
+// the end so that binaries the cases recorded are in the stamp. The
+// running executable is recorded too: suites that run the mesh in-process
+// (phase0, cni-capture) ran the code linked into it.
+func stamp(r *Result) {
+	recordSelf.Do(func() {
+		// Best effort: a stamp without this entry still names the build,
+		// and out-of-process binaries are recorded (and fail) by their
+		// runners.
+		if exe, err := os.Executable(); err == nil {
+			_ = results.RecordBinary("self:"+filepath.Base(exe), exe)
 		}
-	}
-	switch {
-	case len(broken) > 0:
-		return BrokenRig, strings.Join(broken, "; ")
-	case nControl == 0:
-		return BrokenRig, "the suite has no control"
-	case nSubject == 0:
-		return Fail, "the suite has no subject case"
-	case len(failed) > 0:
-		return Fail, strings.Join(failed, "; ")
-	}
-	return Pass, fmt.Sprintf("%d control(s) red, %d subject(s) green", nControl, nSubject)
+	})
+	r.Hostname, _ = os.Hostname()
+	r.Build = results.Stamp()
 }
 
 func runCase(ctx context.Context, c Case) (row CaseResult) {
@@ -184,95 +167,14 @@ func runCase(ctx context.Context, c Case) (row CaseResult) {
 		row.Reason = "inconclusive: the witness reported nothing"
 		return row
 	}
+	if why := row.Evidenced(); why != "" {
+		row.Reason = "inconclusive: the observation has " + why
+		return row
+	}
 	if err := c.Check(obs); err != nil {
 		row.Reason = err.Error()
 		return row
 	}
 	row.Matched = true
 	return row
-}
-
-// Err is nil only for a passing suite.
-func (r Result) Err() error {
-	if r.Verdict == Pass {
-		return nil
-	}
-	return fmt.Errorf("suite %s: %s: %s", r.Suite, r.Verdict, r.Reason)
-}
-
-// Table renders the rows the way the proposal's tables read: case, role,
-// expected, observed, verdict; then a one-line suite verdict.
-func (r Result) Table() string {
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\trole\texpected\tobserved\tverdict")
-	for _, c := range r.Cases {
-		v := "as expected"
-		if !c.Matched {
-			v = "UNEXPECTED"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Role, c.Expected, c.Observed, v)
-	}
-	tw.Flush()
-	fmt.Fprintf(&b, "%s: %s (%s)\n", r.Suite, r.Verdict, r.Reason)
-	return b.String()
-}
-
-// EnvReportDir names the directory suites write their results into; `make
-// gate` sets it to reports/latest/suites.
-const EnvReportDir = "AETHER_REPORT_DIR"
-
-// Write stores the result as <dir>/<suite>.json. An empty dir means the
-// directory named by AETHER_REPORT_DIR, and nothing is written when that is
-// unset too.
-func (r Result) Write(dir string) error {
-	if dir == "" {
-		dir = os.Getenv(EnvReportDir)
-	}
-	if dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("failed to create report dir %q: %w", dir, err)
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("failed to encode result of suite %s: %w", r.Suite, err)
-	}
-	p := filepath.Join(dir, r.Suite+".json")
-	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("failed to write %s: %w", p, err)
-	}
-	return nil
-}
-
-// Load reads a result written by Write.
-func Load(path string) (Result, error) {
-	var r Result
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return r, fmt.Errorf("failed to read suite result: %w", err)
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("suite result %s: %w", path, err)
-	}
-	if r.Suite == "" {
-		return r, fmt.Errorf("suite result %s: field \"suite\" is empty", path)
-	}
-	return r, nil
-}
-
-func host() Host {
-	var h Host
-	var u unixName
-	h.Kernel = u.release()
-	h.Hostname, _ = os.Hostname()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				h.Revision = s.Value
-			}
-		}
-	}
-	return h
 }

@@ -3,13 +3,19 @@ package redgreen
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aether-mesh/aether/reports/results"
 )
 
 func obs(s string) func(context.Context) (Observation, error) {
-	return func(context.Context) (Observation, error) { return Observation{Summary: s, Witness: "test"}, nil }
+	return func(context.Context) (Observation, error) {
+		return Observation{Summary: s, Witness: "test", Facts: map[string]any{"saw": s}}, nil
+	}
 }
 
 func want(s string) func(Observation) error {
@@ -26,10 +32,18 @@ func TestVerdicts(t *testing.T) {
 	silentCtl := Case{Name: "ctl", Role: Control, Expect: "red", Run: obs("green"), Check: want("red")}
 	green := Case{Name: "subj", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")}
 	badSubj := Case{Name: "subj", Role: Subject, Expect: "green", Run: obs("red"), Check: want("green")}
-	empty := Case{Name: "subj", Role: Subject, Expect: "green", Run: obs(""), Check: func(Observation) error { return nil }}
+	empty := Case{Name: "subj", Role: Subject, Expect: "green", Check: func(Observation) error { return nil },
+		Run: func(context.Context) (Observation, error) { return Observation{Witness: "test"}, nil }}
 	errCtl := Case{Name: "ctl", Role: Control, Expect: "red", Run: func(context.Context) (Observation, error) {
 		return Observation{}, errors.New("no delivery")
 	}, Check: want("red")}
+	ok := func(Observation) error { return nil }
+	noWitness := Case{Name: "ctl", Role: Control, Expect: "red", Check: ok, Run: func(context.Context) (Observation, error) {
+		return Observation{Summary: "red", Facts: map[string]any{"saw": "red"}}, nil
+	}}
+	noFacts := Case{Name: "subj", Role: Subject, Expect: "green", Check: ok, Run: func(context.Context) (Observation, error) {
+		return Observation{Summary: "green", Witness: "the backend"}, nil
+	}}
 	panicky := Case{Name: "subj", Role: Subject, Expect: "green", Run: func(context.Context) (Observation, error) { panic("boom") }, Check: want("green")}
 
 	for _, c := range []struct {
@@ -44,6 +58,8 @@ func TestVerdicts(t *testing.T) {
 		{"subject red", []Case{red, badSubj}, Fail, "saw red"},
 		{"empty witness is inconclusive", []Case{red, empty}, Fail, "inconclusive"},
 		{"panic is a failure", []Case{red, panicky}, Fail, "panic: boom"},
+		{"a control nobody witnessed cannot match", []Case{noWitness, green}, BrokenRig, "observation has no witness"},
+		{"a subject without facts cannot match", []Case{red, noFacts}, Fail, "observation has no facts"},
 		{"no control", []Case{green}, BrokenRig, "no control"},
 		{"no subject", []Case{red}, Fail, "no subject"},
 	} {
@@ -62,7 +78,7 @@ func TestControlsRunFirst(t *testing.T) {
 	rec := func(n string) func(context.Context) (Observation, error) {
 		return func(context.Context) (Observation, error) {
 			order = append(order, n)
-			return Observation{Summary: n}, nil
+			return Observation{Summary: n, Witness: "test", Facts: map[string]any{"n": n}}, nil
 		}
 	}
 	ok := func(Observation) error { return nil }
@@ -84,7 +100,7 @@ func TestWriteLoadRoundTrip(t *testing.T) {
 	if err := r.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Load(filepath.Join(dir, "roundtrip.json"))
+	got, err := results.Load(filepath.Join(dir, "roundtrip.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +109,39 @@ func TestWriteLoadRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(r.Table(), "roundtrip: PASS") {
 		t.Fatalf("table has no verdict line:\n%s", r.Table())
+	}
+}
+
+func TestCouldNotStartNamesTheCause(t *testing.T) {
+	s := Suite{Name: "udproute", Subject: "x"}
+	r := s.CouldNotStart(errors.New("failed to bring up the tproxy cluster: node-1: agent exited"))
+	if r.Verdict != Fail || !strings.Contains(r.Reason, "could not start: failed to bring up the tproxy cluster") {
+		t.Fatalf("got %s (%s)", r.Verdict, r.Reason)
+	}
+	if !strings.Contains(r.Table(), "could not start: failed to bring up") {
+		t.Fatalf("the table hides the cause:\n%s", r.Table())
+	}
+}
+
+func TestSetupWritesWhyTheSuiteCouldNotStart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvReportDir, dir)
+	s := Suite{Name: "udproute", Subject: "x"}
+	if err := s.Setup(func() error { return nil }); err != nil {
+		t.Fatalf("a setup that succeeded: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "udproute.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a setup that succeeded wrote a result: %v", err)
+	}
+	cause := errors.New("skipped: missing CAP_NET_ADMIN")
+	if err := s.Setup(func() error { return cause }); !errors.Is(err, cause) {
+		t.Fatalf("Setup returned %v, want the setup's error", err)
+	}
+	r, err := results.Load(filepath.Join(dir, "udproute.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Fail || r.CouldNotStart != cause.Error() {
+		t.Fatalf("written result: %s, could not start %q", r.Verdict, r.CouldNotStart)
 	}
 }

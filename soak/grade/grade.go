@@ -9,32 +9,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/soak/evidence"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
 
 // Verdict is a gate's or a soak's outcome. Only PASS passes.
-type Verdict string
+type Verdict = results.Verdict
 
 const (
-	Pass Verdict = "PASS"
-	Fail Verdict = "FAIL"
-	// Inconclusive: the evidence cannot decide (the interval straddles the
-	// limit, too few valid pairs). It does not pass.
-	Inconclusive Verdict = "INCONCLUSIVE"
-	// Refused: the evidence cannot be graded as asked (windows of two
-	// builds offered as pairs). It does not pass.
-	Refused Verdict = "REFUSED"
+	Pass         = results.Pass
+	Fail         = results.Fail
+	Inconclusive = results.Inconclusive
+	Refused      = results.Refused
 )
 
-// Gate is one decided gate, as a person and the release gate read it.
-type Gate struct {
-	Name    string  `json:"name"`
-	Verdict Verdict `json:"verdict"`
-	// Figure is the measured quantity with its unit and limit.
-	Figure string `json:"figure"`
-	Reason string `json:"reason"`
-}
+// Gate is one decided gate with the inputs its verdict follows from; the
+// release gate recomputes the verdict from those inputs.
+type Gate = results.Gate
 
 // Grade is a graded soak.
 type Grade struct {
@@ -51,6 +43,8 @@ type Grade struct {
 	CPU         *CPURatio           `json:"cpu_ratio,omitempty"`
 	Liveness    *Liveness           `json:"liveness,omitempty"`
 	Counts      []Count             `json:"counts,omitempty"`
+	// Build is the build that graded the soak; the commands stamp it.
+	Build results.Build `json:"build"`
 }
 
 // Run reads the evidence a manifest names and decides every gate in it.
@@ -68,6 +62,7 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 			return nil, fmt.Errorf("soak %s: cpu ratio gate: %w", m.Name, err)
 		}
 		g.CPU = cpu
+		gate.Inputs.Ratio = ratioInputs(cpu, gate)
 		g.Gates = append(g.Gates, gate)
 	}
 	if m.Gates.Liveness != nil {
@@ -76,6 +71,7 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 			return nil, fmt.Errorf("soak %s: liveness gate: %w", m.Name, err)
 		}
 		g.Liveness = l
+		gate.Inputs.Liveness = &results.LivenessInputs{Failed: l.Failed, Total: l.Total, SLO: l.SLO}
 		g.Gates = append(g.Gates, gate)
 	}
 	for _, c := range m.Gates.Counts {
@@ -84,6 +80,7 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 			return nil, fmt.Errorf("soak %s: count gate %q: %w", m.Name, c.Name, err)
 		}
 		g.Counts = append(g.Counts, cnt)
+		gate.Inputs.Count = &results.CountInputs{Count: cnt.Count, Limit: cnt.Limit}
 		g.Gates = append(g.Gates, gate)
 	}
 	g.Verdict, g.Reason = Decide(g.Gates)
@@ -92,20 +89,21 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 
 // Decide derives a soak's verdict: any FAIL fails it; otherwise a refused
 // or inconclusive gate keeps it from passing.
-func Decide(gates []Gate) (Verdict, string) {
-	if len(gates) == 0 {
-		return Inconclusive, "no gate was graded"
+func Decide(gates []Gate) (Verdict, string) { return results.DecideSoak(gates) }
+
+// ratioInputs is what the CPU gate's verdict follows from. A refusal is
+// carried as its reason: the windows were never paired, so there are no
+// bounds to recompute from.
+func ratioInputs(cpu *CPURatio, gate Gate) *results.RatioInputs {
+	in := &results.RatioInputs{Estimate: cpu.Ratio, Bounded: cpu.Bounded, Max: cpu.Max}
+	if cpu.Bounded {
+		lo, hi := cpu.Lower, cpu.Upper
+		in.Lower, in.Upper = &lo, &hi
 	}
-	by := map[Verdict][]string{}
-	for _, g := range gates {
-		by[g.Verdict] = append(by[g.Verdict], g.Name)
+	if gate.Verdict == Refused {
+		in.Refused = gate.Reason
 	}
-	for _, v := range []Verdict{Fail, Refused, Inconclusive} {
-		if len(by[v]) > 0 {
-			return v, fmt.Sprintf("%s: %s", strings.ToLower(string(v)), strings.Join(by[v], ", "))
-		}
-	}
-	return Pass, fmt.Sprintf("all %d gate(s) passed", len(gates))
+	return in
 }
 
 // loader reads each evidence file once.

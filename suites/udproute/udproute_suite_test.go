@@ -58,6 +58,31 @@ func (r *rig) cluster(ctx context.Context, mode constants.CaptureMode) (*node.Cl
 	return c, nil
 }
 
+// newRig finds or builds the binaries; the clusters come up on first use.
+func newRig() (*rig, error) {
+	root, err := node.ModuleRoot(".")
+	if err != nil {
+		return nil, err
+	}
+	runRoot := GinkgoT().TempDir()
+	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
+		// Keep the clusters' logs and records beside the report.
+		runRoot = filepath.Join(dir, "udproute-run")
+		if err := os.RemoveAll(runRoot); err != nil {
+			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
+		}
+	}
+	binDir := os.Getenv(envBin)
+	if binDir == "" {
+		binDir = filepath.Join(runRoot, "bin")
+		if err := node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
+			return nil, fmt.Errorf("failed to build the binaries: %w", err)
+		}
+	}
+	return &rig{bin: node.Binaries{Dir: binDir, Node: filepath.Join(binDir, "aether-node")}, runRoot: runRoot,
+		clusters: map[constants.CaptureMode]*node.Cluster{}}, nil
+}
+
 func (r *rig) close(mode constants.CaptureMode) error {
 	c := r.clusters[mode]
 	delete(r.clusters, mode)
@@ -74,24 +99,18 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 	)
 
 	BeforeAll(func(ctx SpecContext) {
+		suite := redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082"}
+		err := suite.Setup(func() (err error) {
+			if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
+				return fmt.Errorf("skipped: %s", why)
+			}
+			r, err = newRig()
+			return err
+		})
 		privileged.Require(GinkgoT())
-		root, err := node.ModuleRoot(".")
 		Expect(err).NotTo(HaveOccurred())
-		runRoot := GinkgoT().TempDir()
-		if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
-			// Keep the clusters' logs and records beside the report.
-			runRoot = filepath.Join(dir, "udproute-run")
-			Expect(os.RemoveAll(runRoot)).To(Succeed())
-		}
-		binDir := os.Getenv(envBin)
-		if binDir == "" {
-			binDir = filepath.Join(runRoot, "bin")
-			Expect(node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node")).To(Succeed())
-		}
-		r = &rig{bin: node.Binaries{Dir: binDir, Node: filepath.Join(binDir, "aether-node")}, runRoot: runRoot,
-			clusters: map[constants.CaptureMode]*node.Cluster{}}
 
-		suite := redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082", Cases: cases(r)}
+		suite.Cases = cases(r)
 		result = redgreen.Run(ctx, suite)
 		GinkgoWriter.Println(result.Table())
 		Expect(result.Write("")).To(Succeed())

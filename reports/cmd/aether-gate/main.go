@@ -1,7 +1,7 @@
 // Command aether-gate reads the latest suite results and soak grades and
 // says whether a build may ship: it prints every suite's red-then-green
 // table and every soak gate with its figure and reason, and exits 0 only
-// when each suite and each graded soak passed.
+// when each suite and each graded soak passed for the build being gated.
 //
 // Suites come from <dir>/suites/*.json (written by rigs/redgreen under
 // `make gate`); soak grades from <dir>/soaks/*/grade.json (written by
@@ -9,8 +9,15 @@
 // gate fails; without soak grades it passes on the suites alone unless
 // -require-soak is set, as a release pipeline that ran a soak should.
 // -require names suites that must have written a result: a suite that
-// never got to write one (its bring-up failed) is a failure, not an
-// absence.
+// never got to write one is a failure, not an absence.
+//
+// No declared verdict is trusted: a suite's verdict is recomputed from its
+// rows, a soak's from each gate's inputs, and a disagreement fails naming
+// the file and the row or gate. Every result must also judge the build
+// being gated: -build names it (make passes the checkout's revision);
+// without -build, the first suite result's build is the one every other
+// result must match. A dirty build passes only with -allow-dirty, and the
+// last line says it is dirty.
 package main
 
 import (
@@ -23,89 +30,193 @@ import (
 	"strings"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/rigs/redgreen"
-	"github.com/aether-mesh/aether/soak/grade"
+	"github.com/aether-mesh/aether/reports/results"
 )
 
-func main() {
-	dir := flag.String("dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
-	requireSoak := flag.Bool("require-soak", false, "fail when no soak grade is present")
-	require := flag.String("require", "", "comma-separated suite names that must each have a result")
-	flag.Parse()
-	var names []string
-	for _, n := range strings.Split(*require, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
-	os.Exit(run(*dir, *requireSoak, names, os.Stdout, os.Stderr))
+// config is what the flags ask for.
+type config struct {
+	dir         string
+	required    []string
+	requireSoak bool
+	build       string
+	allowDirty  bool
 }
 
-func run(dir string, requireSoak bool, required []string, stdout, stderr io.Writer) int {
-	files, err := filepath.Glob(filepath.Join(dir, "suites", "*.json"))
+func main() {
+	var c config
+	flag.StringVar(&c.dir, "dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
+	flag.BoolVar(&c.requireSoak, "require-soak", false, "fail when no soak grade is present")
+	require := flag.String("require", "", "comma-separated suite names that must each have a result")
+	flag.StringVar(&c.build, "build", "", "the full git revision every result must have judged (default: the first suite result's)")
+	flag.BoolVar(&c.allowDirty, "allow-dirty", false, "accept results of the build made with uncommitted changes")
+	flag.Parse()
+	for _, n := range strings.Split(*require, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			c.required = append(c.required, n)
+		}
+	}
+	os.Exit(run(c, os.Stdout, os.Stderr))
+}
+
+// gate accumulates what the run found.
+type gate struct {
+	config
+	out io.Writer
+	// rev is the revision judged; dirty is set once a dirty result of it
+	// was accepted.
+	rev          string
+	dirty        bool
+	failedSuites int
+	failedSoaks  int
+}
+
+func (g *gate) failf(format string, a ...any) {
+	fmt.Fprintf(g.out, "aether-gate: FAIL: "+format+"\n", a...)
+}
+
+func run(c config, stdout, stderr io.Writer) int {
+	files, err := filepath.Glob(filepath.Join(c.dir, "suites", "*.json"))
+	if err != nil {
+		fmt.Fprintf(stderr, "aether-gate: %v\n", err)
+		return 2
+	}
+	grades, err := filepath.Glob(filepath.Join(c.dir, "soaks", "*", render.GradeFile))
 	if err != nil {
 		fmt.Fprintf(stderr, "aether-gate: %v\n", err)
 		return 2
 	}
 	sort.Strings(files)
+	sort.Strings(grades)
 	if len(files) == 0 {
-		fmt.Fprintf(stderr, "aether-gate: FAIL: no suite results under %s/suites: nothing was proven\n", dir)
+		fmt.Fprintf(stderr, "aether-gate: FAIL: no suite results under %s/suites: nothing was proven\n", c.dir)
 		return 1
 	}
-	failedSuites := 0
+	g := &gate{config: c, out: stdout, rev: gatedRevision(c, files)}
+	nSuites := g.suites(files)
+	g.soaks(grades)
+	if len(grades) == 0 && c.requireSoak {
+		g.failf("no soak grade under %s/soaks and -require-soak is set", c.dir)
+		return 1
+	}
+	build := g.buildLine()
+	if g.failedSuites > 0 || g.failedSoaks > 0 {
+		g.failf("%d of %d suite(s) and %d of %d soak(s) did not pass, for %s",
+			g.failedSuites, nSuites, g.failedSoaks, len(grades), build)
+		return 1
+	}
+	fmt.Fprintf(stdout, "aether-gate: PASS: %d suite(s) and %d soak(s) passed, for %s\n", len(files), len(grades), build)
+	return 0
+}
+
+// suites judges every suite result and every required suite; it returns
+// how many suites were expected.
+func (g *gate) suites(files []string) int {
 	seen := map[string]bool{}
 	for _, f := range files {
-		r, err := redgreen.Load(f)
+		r, err := results.Load(f)
 		if err != nil {
-			fmt.Fprintf(stderr, "aether-gate: %v\n", err)
-			failedSuites++
+			g.failf("%v", err)
+			g.failedSuites++
 			continue
 		}
 		seen[r.Suite] = true
-		fmt.Fprintln(stdout, r.Table())
-		if r.Verdict != redgreen.Pass {
-			failedSuites++
+		fmt.Fprintln(g.out, r.Table())
+		problems := results.CheckSuite(f, r)
+		if why := g.judges(r.Build); why != "" {
+			problems = append(problems, f+": "+why)
+		}
+		for _, p := range problems {
+			g.failf("%s", p)
+		}
+		if v, _ := results.Decide(r); v != results.Pass || len(problems) > 0 {
+			g.failedSuites++
 		}
 	}
-	nSuites := len(files)
-	for _, name := range required {
+	n := len(files)
+	for _, name := range g.required {
 		if !seen[name] {
-			nSuites++
-			fmt.Fprintf(stdout, "aether-gate: suite %s wrote no result under %s/suites: it did not run to the end\n", name, dir)
-			failedSuites++
+			n++
+			g.failf("suite %s wrote no result under %s/suites: it did not run to the end", name, g.dir)
+			g.failedSuites++
 		}
 	}
+	return n
+}
 
-	grades, err := filepath.Glob(filepath.Join(dir, "soaks", "*", render.GradeFile))
-	if err != nil {
-		fmt.Fprintf(stderr, "aether-gate: %v\n", err)
-		return 2
-	}
-	sort.Strings(grades)
-	failedSoaks := 0
-	for _, f := range grades {
-		g, err := render.LoadGrade(f)
+// soaks judges every soak grade: its gates recomputed, the build that
+// graded it, and whether the soak ran the build being gated at all.
+func (g *gate) soaks(files []string) {
+	for _, f := range files {
+		full, err := render.LoadGrade(f)
 		if err != nil {
-			fmt.Fprintf(stderr, "aether-gate: %v\n", err)
-			failedSoaks++
+			g.failf("%v", err)
+			g.failedSoaks++
 			continue
 		}
-		fmt.Fprintln(stdout, render.Text(g))
-		// The soak verdict is re-derived from its gates so that a grade
-		// file whose verdict was edited to PASS does not pass.
-		if v, _ := grade.Decide(g.Gates); v != grade.Pass || g.Verdict != grade.Pass {
-			failedSoaks++
+		fmt.Fprintln(g.out, render.Text(full))
+		s, err := results.LoadSoak(f)
+		if err != nil {
+			g.failf("%v", err)
+			g.failedSoaks++
+			continue
+		}
+		problems := results.CheckSoak(f, s)
+		if why := g.judges(s.Build); why != "" {
+			problems = append(problems, f+": the grade "+why)
+		}
+		if g.rev != "" && !results.SoakCovers(s.Builds, g.rev) {
+			problems = append(problems, fmt.Sprintf("%s: cannot judge build %s from soak %s: it ran %s",
+				f, g.rev, s.Soak, strings.Join(s.Builds, ", ")))
+		}
+		for _, p := range problems {
+			g.failf("%s", p)
+		}
+		if v, _ := results.DecideSoak(recomputed(s.Gates)); v != results.Pass || len(problems) > 0 {
+			g.failedSoaks++
 		}
 	}
-	if len(grades) == 0 && requireSoak {
-		fmt.Fprintf(stdout, "aether-gate: FAIL: no soak grade under %s/soaks and -require-soak is set\n", dir)
-		return 1
+}
+
+// recomputed replaces each gate's declared verdict with its inputs'.
+func recomputed(gates []results.Gate) []results.Gate {
+	out := make([]results.Gate, len(gates))
+	for i, gt := range gates {
+		out[i] = gt
+		out[i].Verdict, _ = gt.Inputs.Decide()
 	}
-	if failedSuites > 0 || failedSoaks > 0 {
-		fmt.Fprintf(stdout, "aether-gate: FAIL: %d of %d suite(s) and %d of %d soak(s) did not pass\n",
-			failedSuites, nSuites, failedSoaks, len(grades))
-		return 1
+	return out
+}
+
+// judges says why a result stamped b cannot speak for the gated build.
+func (g *gate) judges(b results.Build) string {
+	why := b.Judges(g.rev, g.allowDirty)
+	if why == "" && b.Dirty {
+		g.dirty = true
 	}
-	fmt.Fprintf(stdout, "aether-gate: PASS: %d suite(s) and %d soak(s) passed\n", len(files), len(grades))
-	return 0
+	return why
+}
+
+// gatedRevision is -build, or else the first revision a suite result
+// records: every other result must then match it.
+func gatedRevision(c config, files []string) string {
+	if c.build != "" {
+		return c.build
+	}
+	for _, f := range files {
+		if r, err := results.Load(f); err == nil && r.Build.Revision != "" {
+			return r.Build.Revision
+		}
+	}
+	return ""
+}
+
+// buildLine names the gated build for the verdict line.
+func (g *gate) buildLine() string {
+	switch {
+	case g.rev == "":
+		return "no build: no result records one"
+	case g.dirty:
+		return "build " + g.rev + " (dirty: uncommitted changes, not releasable)"
+	}
+	return "build " + g.rev + " (clean)"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,104 +10,256 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/reports/render"
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
 
-func suite(name string, v redgreen.Verdict) redgreen.Result {
-	return redgreen.Result{Suite: name, Subject: "s", Verdict: v, Reason: "r", Started: time.Unix(0, 0).UTC(),
-		Cases: []redgreen.CaseResult{
-			{Name: "redirect-control", Role: redgreen.Control, Expected: "ipi_addr is 127.0.0.1", Observed: "ipi_addr 127.0.0.1", Matched: true},
-			{Name: "tproxy", Role: redgreen.Subject, Expected: "ipi_addr is the ClusterIP", Observed: "ipi_addr 10.96.0.10", Matched: v == redgreen.Pass},
-		}}
+// rev is the build under test in every case; the testdata results are
+// stamped with it, so only what the case forged can make them fail.
+const rev = "1111111111111111111111111111111111111111"
+
+func built(revision string, dirty bool) results.Build {
+	return results.Build{Revision: revision, Dirty: dirty, Go: "go1.26.0", Kernel: "6.18.0"}
 }
 
-func soak(t *testing.T, dir, fixture string) {
+// suite is an honest result: its verdict follows from its rows.
+func suite(name string, subjectGreen bool, b results.Build) results.Result {
+	facts := map[string]any{"ipi_addr": "127.0.0.1"}
+	r := results.Result{Suite: name, Subject: "s", Started: time.Unix(0, 0).UTC(), Build: b,
+		Cases: []results.CaseResult{
+			{Name: "redirect-control", Role: results.Control, Expected: "ipi_addr is 127.0.0.1", Observed: "ipi_addr 127.0.0.1",
+				Witness: "the receiver's IP_PKTINFO", Facts: facts, Matched: true},
+			{Name: "tproxy", Role: results.Subject, Expected: "ipi_addr is the ClusterIP", Observed: "ipi_addr 10.96.0.10",
+				Witness: "the receiver's IP_PKTINFO", Facts: facts, Matched: subjectGreen, Reason: "saw 127.0.0.1"},
+		}}
+	r.Verdict, r.Reason = results.Decide(r)
+	return r
+}
+
+func write(t *testing.T, dir string, r results.Result) {
+	t.Helper()
+	if err := r.Write(filepath.Join(dir, "suites")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// soak grades a fixture soak as if it had run revision (when not empty)
+// and as if graded by build b.
+func soak(t *testing.T, dir, fixture, revision string, b results.Build) string {
 	t.Helper()
 	m, err := manifest.Load(filepath.Join("../../../fixtures/soaks", fixture, "manifest.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if revision != "" {
+		m.Builds = []string{revision}
+		for i := range m.Windows {
+			m.Windows[i].Build = revision
+		}
+	}
 	g, err := grade.Run(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := render.WriteSoak(filepath.Join(dir, "soaks", m.Name), g, nil); err != nil {
+	g.Build = b
+	out := filepath.Join(dir, "soaks", m.Name)
+	if err := render.WriteSoak(out, g, nil); err != nil {
 		t.Fatal(err)
 	}
+	return filepath.Join(out, render.GradeFile)
 }
 
-func gate(t *testing.T, dir string, requireSoak bool, required ...string) (int, string) {
+func runGate(t *testing.T, c config) (int, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(dir, requireSoak, required, &out, &errb)
+	code := run(c, &out, &errb)
 	return code, out.String() + errb.String()
+}
+
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
+}
+
+func wantAll(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: output lacks %q:\n%s", what, w, out)
+		}
+	}
 }
 
 func TestGate(t *testing.T) {
 	dir := t.TempDir()
-	if code, out := gate(t, dir, false); code != 1 || !strings.Contains(out, "nothing was proven") {
+	if code, out := runGate(t, config{dir: dir}); code != 1 || !strings.Contains(out, "nothing was proven") {
 		t.Errorf("no suites: exit %d\n%s", code, out)
 	}
-	if err := suite("udproute-selection", redgreen.Pass).Write(filepath.Join(dir, "suites")); err != nil {
-		t.Fatal(err)
-	}
-	code, out := gate(t, dir, false)
-	if code != 0 || !strings.Contains(out, "redirect-control") || !strings.Contains(out, "PASS: 1 suite(s) and 0 soak(s) passed") {
+	write(t, dir, suite("udproute-selection", true, built(rev, false)))
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code != 0 || !strings.Contains(out, "redirect-control") ||
+		lastLine(out) != "aether-gate: PASS: 1 suite(s) and 0 soak(s) passed, for build "+rev+" (clean)" {
 		t.Errorf("one passing suite: exit %d\n%s", code, out)
 	}
-	// A required suite that wrote nothing (its bring-up failed before the
-	// result) fails the gate, even though every result present passed.
-	if code, out := gate(t, dir, false, "udproute-selection", "phase0"); code != 1 ||
+	// A required suite that wrote nothing fails the gate, even though
+	// every result present passed.
+	if code, out := runGate(t, config{dir: dir, build: rev, required: []string{"udproute-selection", "phase0"}}); code != 1 ||
 		!strings.Contains(out, "suite phase0 wrote no result") || !strings.Contains(out, "1 of 2 suite(s)") {
 		t.Errorf("required suite missing: exit %d\n%s", code, out)
 	}
-	if code, out := gate(t, dir, false, "udproute-selection"); code != 0 {
-		t.Errorf("required suite present: exit %d\n%s", code, out)
-	}
-	if code, out := gate(t, dir, true); code != 1 || !strings.Contains(out, "-require-soak") {
+	if code, out := runGate(t, config{dir: dir, build: rev, requireSoak: true}); code != 1 || !strings.Contains(out, "-require-soak") {
 		t.Errorf("-require-soak without a soak: exit %d\n%s", code, out)
 	}
 
-	soak(t, dir, "2026-09-28-rev247-same-build-ab")
-	code, out = gate(t, dir, true)
+	soak(t, dir, "2026-09-28-rev247-same-build-ab", rev, built(rev, false))
+	code, out = runGate(t, config{dir: dir, build: rev, requireSoak: true})
 	if code != 0 || !strings.Contains(out, "1.18× [1.14, 1.21]") || !strings.Contains(out, "PASS: 1 suite(s) and 1 soak(s) passed") {
 		t.Errorf("passing suite and soak: exit %d\n%s", code, out)
 	}
 
-	soak(t, dir, "2026-09-30-resoak-1.0.13-84fb413")
-	code, out = gate(t, dir, false)
+	soak(t, dir, "2026-09-30-resoak-1.0.13-84fb413", rev, built(rev, false))
+	code, out = runGate(t, config{dir: dir, build: rev})
 	if code != 1 || !strings.Contains(out, "9 / 719,984 failed, SLO 99.999% allows 7") || !strings.Contains(out, "0 of 1 suite(s) and 1 of 2 soak(s) did not pass") {
 		t.Errorf("failing soak: exit %d\n%s", code, out)
-	}
-
-	// A grade whose verdict was edited to PASS still carries its failing
-	// gate; the gate re-derives the verdict.
-	p := filepath.Join(dir, "soaks", "resoak-2026-09-30-1.0.13-84fb413", render.GradeFile)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := strings.Replace(string(b), `"verdict": "FAIL",`, `"verdict": "PASS",`, 1)
-	if edited == string(b) {
-		t.Fatal("test is stale: no soak verdict to edit")
-	}
-	if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out := gate(t, dir, false); code != 1 {
-		t.Errorf("edited grade passed: exit %d\n%s", code, out)
 	}
 	if err := os.RemoveAll(filepath.Join(dir, "soaks", "resoak-2026-09-30-1.0.13-84fb413")); err != nil {
 		t.Fatal(err)
 	}
 
-	if err := suite("quic-resumption", redgreen.Fail).Write(filepath.Join(dir, "suites")); err != nil {
-		t.Fatal(err)
-	}
-	code, out = gate(t, dir, false)
-	if code != 1 || !strings.Contains(out, "1 of 2 suite(s) and 0 of 1 soak(s) did not pass") {
+	write(t, dir, suite("quic-resumption", false, built(rev, false)))
+	code, out = runGate(t, config{dir: dir, build: rev})
+	if code != 1 || !strings.Contains(out, "1 of 2 suite(s) and 0 of 1 soak(s) did not pass, for build "+rev) {
 		t.Errorf("failing suite: exit %d\n%s", code, out)
 	}
+}
+
+// Three suites whose rows are all unmatched but whose verdicts say PASS:
+// the gate recomputes each verdict and names the file and the rows.
+func TestForgedVerdictFails(t *testing.T) {
+	dir := filepath.Join("testdata", "forged")
+	code, out := runGate(t, config{dir: dir, build: rev, required: []string{"phase0", "cni-capture", "udproute"}})
+	if code == 0 || strings.Contains(out, "PASS: ") {
+		t.Errorf("forged verdicts passed: exit %d\n%s", code, out)
+	}
+	wantAll(t, "forged", out,
+		"testdata/forged/suites/phase0.json: declares PASS but its rows decide BROKEN_RIG: control C2 did not show its signature",
+		"testdata/forged/suites/cni-capture.json: declares PASS but its rows decide BROKEN_RIG: control redirect-udp did not show its signature",
+		"testdata/forged/suites/udproute.json: declares PASS but its rows decide BROKEN_RIG: control selection-redirect did not show its signature",
+		"FAIL: 3 of 3 suite(s) and 0 of 0 soak(s) did not pass")
+}
+
+// A control that claims its signature without a witness or facts is a
+// vacuous match, and the gate refuses it.
+func TestVacuousControlFails(t *testing.T) {
+	code, out := runGate(t, config{dir: filepath.Join("testdata", "vacuous"), build: rev})
+	if code == 0 {
+		t.Errorf("vacuous control passed:\n%s", out)
+	}
+	wantAll(t, "vacuous", out,
+		"testdata/vacuous/suites/phase0.json: row C2 (control) declares matched with no witness and no facts",
+		"VACUOUS (no witness and no facts)")
+}
+
+func TestStaleRevisionFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	write(t, dir, suite("udproute", true, built("2222222222222222222222222222222222222222", false)))
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code == 0 {
+		t.Errorf("a result of another build passed:\n%s", out)
+	}
+	wantAll(t, "stale", out, filepath.Join(dir, "suites", "udproute.json")+": judged build 2222222222222222222222222222222222222222, not "+rev)
+	// Without -build the first result fixes the build, and the other still
+	// disagrees with it.
+	if code, out := runGate(t, config{dir: dir}); code == 0 || !strings.Contains(out, "udproute.json: judged build 2222") {
+		t.Errorf("mixed builds without -build: exit %d\n%s", code, out)
+	}
+}
+
+func TestMissingRevisionFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, results.Build{Unknown: "AETHER_BUILD_REVISION is unset"}))
+	for _, c := range []config{{dir: dir, build: rev}, {dir: dir}} {
+		code, out := runGate(t, c)
+		if code == 0 {
+			t.Errorf("-build %q: a result with no build passed:\n%s", c.build, out)
+		}
+		wantAll(t, "missing", out, filepath.Join(dir, "suites", "phase0.json")+": records no build (AETHER_BUILD_REVISION is unset)")
+	}
+}
+
+func TestDirtyBuildNeedsAllowDirty(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, true)))
+	if code, out := runGate(t, config{dir: dir, build: rev}); code == 0 || !strings.Contains(out, "phase0.json: judged "+rev+" with uncommitted changes") {
+		t.Errorf("dirty without -allow-dirty: exit %d\n%s", code, out)
+	}
+	code, out := runGate(t, config{dir: dir, build: rev, allowDirty: true})
+	if code != 0 || !strings.HasSuffix(lastLine(out), "for build "+rev+" (dirty: uncommitted changes, not releasable)") {
+		t.Errorf("dirty with -allow-dirty: exit %d\n%s", code, out)
+	}
+}
+
+// A grade whose failing gate and soak verdict were both edited to PASS:
+// the gate recomputes the gate from its inputs.
+func TestEditedSoakGateVerdictFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	p := soak(t, dir, "2026-09-30-resoak-1.0.13-84fb413", rev, built(rev, false))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.ReplaceAll(string(b), `"verdict": "FAIL"`, `"verdict": "PASS"`)
+	if n := strings.Count(string(b), `"verdict": "FAIL"`); n < 2 {
+		t.Fatalf("test is stale: %d FAIL verdicts to edit in %s", n, p)
+	}
+	if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code == 0 {
+		t.Errorf("edited grade passed:\n%s", out)
+	}
+	wantAll(t, "edited soak", out,
+		p+`: gate "liveness SLO" declares PASS but its inputs decide FAIL`,
+		p+": declares PASS but its gates decide FAIL")
+}
+
+func TestSoakOfAnotherBuildCannotJudge(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	p := soak(t, dir, "2026-09-28-rev247-same-build-ab", "", built(rev, false))
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code == 0 {
+		t.Errorf("a soak of rev247 passed for %s:\n%s", rev, out)
+	}
+	wantAll(t, "other soak", out, p+": cannot judge build "+rev+" from soak rev247-same-build-ab: it ran rev247")
+}
+
+func TestSuiteThatCouldNotStartShowsWhy(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(results.EnvRevision, rev)
+	t.Setenv(results.EnvDirty, "false")
+	s := redgreen.Suite{Name: "udproute", Subject: "s"}
+	write(t, dir, s.CouldNotStart(errors.New("failed to build the mesh binaries: exit status 1")))
+	code, out := runGate(t, config{dir: dir, build: rev, required: []string{"udproute"}})
+	if code == 0 {
+		t.Errorf("a suite that could not start passed:\n%s", out)
+	}
+	wantAll(t, "could not start", out, "udproute: FAIL (could not start: failed to build the mesh binaries: exit status 1)")
+}
+
+// A grade made by another build's grader is held to -build like a suite.
+func TestSoakGradedByAnotherBuildFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	p := soak(t, dir, "2026-09-28-rev247-same-build-ab", rev, results.Build{Unknown: "AETHER_BUILD_REVISION is unset"})
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code == 0 {
+		t.Errorf("an unstamped grade passed:\n%s", out)
+	}
+	wantAll(t, "unstamped grade", out, p+": the grade records no build (AETHER_BUILD_REVISION is unset)")
 }

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/reports/results"
 	"sigs.k8s.io/yaml"
 )
 
 func TestReport(t *testing.T) {
 	out, suites := t.TempDir(), t.TempDir()
-	r := redgreen.Result{Suite: "mtls-pool", Subject: "per-source QUIC pools", Verdict: redgreen.Pass, Reason: "1 control(s) red, 1 subject(s) green",
-		Started: time.Unix(0, 0).UTC(), Cases: []redgreen.CaseResult{
-			{Name: "shared-cert-control", Role: redgreen.Control, Expected: "B rides A's connection", Observed: "B seen as A", Matched: true},
-			{Name: "twins", Role: redgreen.Subject, Expected: "B seen as B", Observed: "B seen as B", Matched: true},
+	r := results.Result{Suite: "mtls-pool", Subject: "per-source QUIC pools", Verdict: results.Pass, Reason: "1 control(s) red, 1 subject(s) green",
+		Started: time.Unix(0, 0).UTC(), Cases: []results.CaseResult{
+			{Name: "shared-cert-control", Role: results.Control, Expected: "B rides A's connection", Observed: "B seen as A", Matched: true},
+			{Name: "twins", Role: results.Subject, Expected: "B seen as B", Observed: "B seen as B", Matched: true},
 		}}
 	if err := r.Write(suites); err != nil {
 		t.Fatal(err)

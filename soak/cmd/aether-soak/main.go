@@ -22,7 +22,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
@@ -107,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // gradeOne grades the soak at path and writes its report into
 // root/<folder> (manifest.Folder).
-func gradeOne(path, root string, suites []redgreen.Result, stdout io.Writer) (*grade.Grade, error) {
+func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*grade.Grade, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
 		return nil, err
@@ -116,6 +116,8 @@ func gradeOne(path, root string, suites []redgreen.Result, stdout io.Writer) (*g
 	if err != nil {
 		return nil, err
 	}
+	// The release gate takes a grade only from the build it gates.
+	g.Build = results.Stamp()
 	folder, err := m.Folder()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,132 @@
+package results
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The variables `make` sets for the processes that write results: `go test`
+// binaries carry no VCS stamp, so the build's identity has to be passed in.
+const (
+	EnvRevision = "AETHER_BUILD_REVISION"
+	EnvDirty    = "AETHER_BUILD_DIRTY"
+)
+
+// Build is the build a result judged.
+type Build struct {
+	// Revision is the full git commit; empty when none was known, and
+	// Unknown then says why.
+	Revision string `json:"revision"`
+	// Dirty is set when the checkout had uncommitted changes, so Revision
+	// does not name all the code that ran.
+	Dirty   bool   `json:"dirty"`
+	Unknown string `json:"unknown,omitempty"`
+	Go      string `json:"go"`
+	Kernel  string `json:"kernel"`
+	// Binaries maps each mesh binary the run executed to its sha256.
+	Binaries map[string]string `json:"binaries,omitempty"`
+}
+
+// Stamp describes the running build: the revision make passed in, else the
+// binary's own VCS stamp (a `go build` from a checkout has one), plus the Go
+// version, the kernel and every binary recorded so far.
+func Stamp() Build {
+	b := Build{Go: runtime.Version(), Kernel: kernel(), Binaries: recorded()}
+	if rev := os.Getenv(EnvRevision); rev != "" {
+		b.Revision = rev
+		// Anything but an explicit false is dirty: an unknown state must not
+		// pass for a clean one.
+		dirty, err := strconv.ParseBool(os.Getenv(EnvDirty))
+		b.Dirty = err != nil || dirty
+		return b
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.modified":
+				b.Dirty = s.Value != "false"
+			}
+		}
+	}
+	if b.Revision == "" {
+		b.Dirty = false
+		b.Unknown = EnvRevision + " is unset and the binary has no VCS stamp: not built by make from a git checkout"
+	}
+	return b
+}
+
+func kernel() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown: " + err.Error()
+	}
+	return string(bytes.TrimRight(u.Release[:], "\x00"))
+}
+
+var binaries = struct {
+	sync.Mutex
+	sha map[string]string
+}{sha: map[string]string{}}
+
+// RecordBinary hashes the binary at path and adds it, under name, to every
+// stamp made from now on in this process. It hashes at once: the file may
+// be rebuilt or removed before a result is written.
+func RecordBinary(name, path string) error {
+	sum, err := sha256File(path)
+	if err != nil {
+		return fmt.Errorf("failed to record binary %s: %w", name, err)
+	}
+	binaries.Lock()
+	defer binaries.Unlock()
+	binaries.sha[name] = sum
+	return nil
+}
+
+// RecordBinaries records each named binary in dir, as RecordBinary does.
+func RecordBinaries(dir string, names ...string) error {
+	for _, n := range names {
+		if err := RecordBinary(n, filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func recorded() map[string]string {
+	binaries.Lock()
+	defer binaries.Unlock()
+	if len(binaries.sha) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(binaries.sha))
+	for k, v := range binaries.sha {
+		out[k] = v
+	}
+	return out
+}
+
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -62,6 +62,9 @@ func ParseConfig(stdin []byte, needPrev bool) (*Config, error) {
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to parse network configuration", err.Error())
 	}
+	if err := checkKeys(stdin); err != nil {
+		return nil, err
+	}
 	mode, err := ParseMode(conf.CaptureMode)
 	if err != nil {
 		return nil, invalidField("captureMode", "%v", err)

@@ -193,6 +193,9 @@ var _ = Describe("the chained plugin", func() {
 			Entry("unknown capture mode", func() ([]byte, string) {
 				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"captureMode": "ebpf"}), ""
 			}, types.ErrInvalidNetworkConfig, `"captureMode": unknown capture mode "ebpf"`),
+			Entry("misspelt captureMode", func() ([]byte, string) {
+				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"captureMod": "redirect"}), ""
+			}, types.ErrInvalidNetworkConfig, `unknown configuration key "captureMod" (did you mean "captureMode"?)`),
 			Entry("wrong type for excludeNamespaces", func() ([]byte, string) {
 				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"excludeNamespaces": "kube-system"}), ""
 			}, types.ErrDecodingFailure, "excludeNamespaces"),

@@ -250,6 +250,34 @@ func Check(args *skel.CmdArgs) error {
 	return nil
 }
 
+// GC answers the spec 1.1.0 garbage collection: remove what the plugin owns
+// for attachments missing from cni.dev/valid-attachments. Everything aether
+// installs lives inside the pod netns and goes with it; the plugin keeps no
+// state on the node and cannot map a container ID to a netns (GC carries no
+// CNI_NETNS), so there is nothing to collect. GC still refuses a
+// configuration ADD would refuse, and a malformed attachment list.
+func GC(args *skel.CmdArgs) error {
+	conf, err := ParseConfig(args.StdinData, false)
+	if err != nil {
+		return err
+	}
+	for i, a := range conf.ValidAttachments {
+		switch {
+		case a.ContainerID == "":
+			return invalidField(fmt.Sprintf("cni.dev/valid-attachments[%d].containerID", i), "empty container ID")
+		case a.IfName == "":
+			return invalidField(fmt.Sprintf("cni.dev/valid-attachments[%d].ifname", i), "empty interface name")
+		}
+	}
+	conf.log.Debug("GC: nothing to collect, every object of the plugin lives in a pod netns", "valid_attachments", len(conf.ValidAttachments))
+	return nil
+}
+
+// Funcs wires the plugin's commands for skel.
+func Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{Add: Add, Del: Del, Check: Check, GC: GC, Status: Status}
+}
+
 // Status answers whether the plugin can serve ADD: its configuration is
 // valid and nf_tables answers a (read-only) list.
 func Status(args *skel.CmdArgs) error {

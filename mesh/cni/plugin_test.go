@@ -83,6 +83,29 @@ var _ = Describe("the chained plugin", func() {
 		})
 	}
 
+	It("answers GC without touching a pod, since everything it owns lives in the pod netns", func() {
+		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs), nil))
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
+		Expect(err).NotTo(HaveOccurred())
+		before := Render(mustState(p.pod.Path))
+		Expect(before).NotTo(BeEmpty())
+		gen, err := nftGeneration(p.pod)
+		Expect(err).NotTo(HaveOccurred())
+
+		// The pod's attachment is not in the list: a plugin with node-side
+		// state would drop it now. GC gets no CNI_NETNS, and aether keeps
+		// nothing outside the netns, so the pod keeps its rules until DEL
+		// or until its netns goes.
+		gc := cmdArgs("", netConf("1.1.0", nil, map[string]any{
+			"cni.dev/valid-attachments": []map[string]string{{"containerID": "another-pod", "ifname": "eth0"}},
+		}))
+		Expect(GC(gc)).To(Succeed())
+		Expect(Render(mustState(p.pod.Path))).To(Equal(before))
+		gen2, err := nftGeneration(p.pod)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gen2).To(Equal(gen), "GC committed an nftables transaction in the pod netns")
+	})
+
 	It("installs the redirect control when captureMode says so", func() {
 		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs[:1]), map[string]any{"captureMode": "redirect"}))
 		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })

@@ -93,12 +93,17 @@ func (in *Installer) with(fn func(s *session) error) error {
 
 // Install makes the namespace hold exactly rs: the aether tables are
 // replaced in one nftables transaction, then the ip rule / route pairs are
-// added. Installing the same set twice changes nothing. If any step fails,
-// everything this call installed is removed again and the error names the
-// step.
+// added and those of families rs does not divert are deleted. Installing the
+// same set twice changes nothing. If any step fails, the namespace is put
+// back as it was before the call (a re-ADD's failure leaves the previous
+// working rules, not none) and the error names the step.
 func (in *Installer) Install(rs RuleSet) error {
 	return in.with(func(s *session) error { return s.install(rs) })
 }
+
+// testHookInstallStep runs after each completed step of an install; a test
+// makes it fail to stop the install there.
+var testHookInstallStep = func(step string) error { return nil }
 
 func (s *session) install(rs RuleSet) (err error) {
 	var undo []func() error
@@ -116,19 +121,30 @@ func (s *session) install(rs RuleSet) (err error) {
 			err = fmt.Errorf("%w (and rolling back failed: %v)", err, errors.Join(rbErrs...))
 		}
 	}()
+	step := func(name string, done bool, undoStep func() error) error {
+		if done {
+			undo = append(undo, undoStep)
+		}
+		if err := testHookInstallStep(name); err != nil {
+			return fmt.Errorf("install step %q in netns %q: %w", name, s.path, err)
+		}
+		return nil
+	}
 
-	if err := s.replaceTables(rs.Tables); err != nil {
+	prev, err := s.replaceTables(rs.Tables, true)
+	if err != nil {
 		return err
 	}
-	undo = append(undo, func() error { return s.replaceTables(nil) })
-
+	if err := step("tables", true, func() error { return s.restoreTables(rs.Tables, prev) }); err != nil {
+		return err
+	}
 	for _, r := range rs.IPRules {
 		added, err := s.addRule(r)
 		if err != nil {
 			return err
 		}
-		if added {
-			undo = append(undo, func() error { return s.delRule(r) })
+		if err := step("rule "+string(r.Family), added, func() error { _, err := s.delRule(r); return err }); err != nil {
+			return err
 		}
 	}
 	for _, r := range rs.Routes {
@@ -136,87 +152,33 @@ func (s *session) install(rs RuleSet) (err error) {
 		if err != nil {
 			return err
 		}
-		if added {
-			undo = append(undo, func() error { return s.delRoute(r) })
+		if err := step("route "+string(r.Family), added, func() error { _, err := s.delRoute(r); return err }); err != nil {
+			return err
 		}
 	}
 	// A family the set does not divert (redirect mode, or a family the pod
 	// lost) must not keep a divert pair from an earlier install.
 	for _, fam := range []Family{IPv4, IPv6} {
 		if !slices.ContainsFunc(rs.IPRules, func(r IPRule) bool { return r.Family == fam }) {
-			if err := s.delRule(ownedRule(fam)); err != nil {
+			r := ownedRule(fam)
+			deleted, err := s.delRule(r)
+			if err != nil {
+				return err
+			}
+			if err := step("stale rule "+string(fam), deleted, func() error { _, err := s.addRule(r); return err }); err != nil {
 				return err
 			}
 		}
 		if !slices.ContainsFunc(rs.Routes, func(r Route) bool { return r.Family == fam }) {
-			if err := s.delRoute(ownedRoute(fam)); err != nil {
+			r := ownedRoute(fam)
+			deleted, err := s.delRoute(r)
+			if err != nil {
+				return err
+			}
+			if err := step("stale route "+string(fam), deleted, func() error { _, err := s.addRoute(r); return err }); err != nil {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// replaceTables makes the aether table of each family hold exactly the given
-// tables, in one transaction. A table an earlier install left is deleted and
-// re-added inside the same batch, so the swap is atomic.
-//
-// It lists the tables first (one dump) rather than using the add-then-delete
-// idiom that needs no list: deleting a table queues kernel destroy work, and
-// the next close of an nfnetlink socket waits for it (a synchronize_rcu,
-// 10+ ms here). On a fresh pod there is then nothing to delete and nothing
-// to wait for.
-func (s *session) replaceTables(tables []Table) error {
-	s.stats.NFTDumps++
-	existing, err := s.nft.ListTables()
-	if err != nil {
-		return fmt.Errorf("failed to list nftables tables in netns %q: %w", s.path, err)
-	}
-	have := map[nftables.TableFamily]bool{}
-	for _, t := range existing {
-		if t.Name == TableName {
-			have[t.Family] = true
-		}
-	}
-	queued := false
-	for _, fam := range []Family{IPv4, IPv6} {
-		nf, _ := nftFamily(fam)
-		t := &nftables.Table{Family: nf, Name: TableName}
-		if have[nf] {
-			s.nft.DelTable(t)
-			queued = true
-		}
-		for _, bt := range tables {
-			if bt.Family != fam {
-				continue
-			}
-			if bt.Name != TableName {
-				return fmt.Errorf("refusing to install table %s %s: the plugin owns only %q", bt.Family, bt.Name, TableName)
-			}
-			s.nft.AddTable(t)
-			queued = true
-			for _, c := range bt.Chains {
-				nc, err := nftChain(t, c)
-				if err != nil {
-					return fmt.Errorf("failed to build table %s %s: %w", fam, TableName, err)
-				}
-				s.nft.AddChain(nc)
-				for i, r := range c.Rules {
-					es, err := Exprs(r)
-					if err != nil {
-						return fmt.Errorf("failed to build rule %d of chain %s %s %s: %w", i, fam, TableName, c.Name, err)
-					}
-					s.nft.AddRule(&nftables.Rule{Table: t, Chain: nc, Exprs: es})
-				}
-			}
-		}
-	}
-	if !queued {
-		return nil // nothing to add and nothing to delete
-	}
-	s.stats.NFTTransactions++
-	if err := s.nft.Flush(); err != nil {
-		return fmt.Errorf("failed to apply the aether nftables tables in netns %q: %w", s.path, err)
 	}
 	return nil
 }
@@ -261,13 +223,17 @@ func (s *session) addRule(r IPRule) (bool, error) {
 	return true, nil
 }
 
-func (s *session) delRule(r IPRule) error {
+// delRule deletes r and reports whether it was there.
+func (s *session) delRule(r IPRule) (bool, error) {
 	s.stats.Netlink++
 	err := s.nl.RuleDel(nlRule(r))
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("failed to delete %q in netns %q: %w", ipRuleLine(r), s.path, err)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("failed to delete %q in netns %q: %w", ipRuleLine(r), s.path, err)
+	}
+	return true, nil
 }
 
 func (s *session) nlRoute(r Route) (*netlink.Route, error) {
@@ -340,17 +306,21 @@ func (s *session) addRoute(r Route) (bool, error) {
 	return true, nil
 }
 
-func (s *session) delRoute(r Route) error {
+// delRoute deletes r and reports whether it was there.
+func (s *session) delRoute(r Route) (bool, error) {
 	nr, err := s.nlRoute(r)
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.stats.Netlink++
 	err = s.nl.RouteDel(nr)
-	if err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("failed to delete %q in netns %q: %w", routeLine(r), s.path, err)
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("failed to delete %q in netns %q: %w", routeLine(r), s.path, err)
+	}
+	return true, nil
 }
 
 func prefixNet(p netip.Prefix) *net.IPNet {
@@ -366,9 +336,12 @@ func (in *Installer) Remove() error {
 }
 
 func (s *session) remove() error {
-	errs := []error{s.replaceTables(nil)}
+	_, err := s.replaceTables(nil, false)
+	errs := []error{err}
 	for _, fam := range []Family{IPv4, IPv6} {
-		errs = append(errs, s.delRule(ownedRule(fam)), s.delRoute(ownedRoute(fam)))
+		_, rerr := s.delRule(ownedRule(fam))
+		_, nerr := s.delRoute(ownedRoute(fam))
+		errs = append(errs, rerr, nerr)
 	}
 	return errors.Join(errs...)
 }

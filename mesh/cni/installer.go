@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/rigs/netns"
 )
 
 // ErrNetnsMissing and ErrNotNetns classify a bad netns path, so the plugin
@@ -408,7 +407,7 @@ func (s *session) state() (RuleSet, error) {
 
 	for _, fam := range []Family{IPv4, IPv6} {
 		s.stats.Netlink++
-		rules, err := netns.Retry(func() ([]netlink.Rule, error) { return s.nl.RuleList(nlFamily(fam)) })
+		rules, err := retryDump(func() ([]netlink.Rule, error) { return s.nl.RuleList(nlFamily(fam)) })
 		if err != nil {
 			return rs, fmt.Errorf("failed to list %s rules in netns %q: %w", ipCmd(fam), s.path, err)
 		}
@@ -427,9 +426,22 @@ func (s *session) state() (RuleSet, error) {
 	return rs, nil
 }
 
+// retryDump repeats a netlink dump the kernel interrupted (NLM_F_DUMP_INTR:
+// the table changed mid-dump, so the partial answer is inconsistent).
+func retryDump[T any](dump func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range 10 {
+		if v, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+	}
+	return v, fmt.Errorf("netlink dump still interrupted after 10 attempts: %w", err)
+}
+
 func (s *session) routes(fam Family) ([]Route, error) {
 	s.stats.Netlink++
-	nrs, err := netns.Retry(func() ([]netlink.Route, error) {
+	nrs, err := retryDump(func() ([]netlink.Route, error) {
 		return s.nl.RouteListFiltered(nlFamily(fam), &netlink.Route{Table: constants.CaptureRouteTable}, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {

@@ -104,6 +104,10 @@ func (in *Installer) Install(rs RuleSet) error {
 // makes it fail to stop the install there.
 var testHookInstallStep = func(step string) error { return nil }
 
+// stepFunc records a completed install step: its undo when it changed
+// anything (done), then whether the install may go on.
+type stepFunc func(name string, done bool, undo func() error) error
+
 func (s *session) install(rs RuleSet) (err error) {
 	var undo []func() error
 	defer func() {
@@ -137,6 +141,14 @@ func (s *session) install(rs RuleSet) (err error) {
 	if err := step("tables", true, func() error { return s.restoreTables(rs.Tables, prev) }); err != nil {
 		return err
 	}
+	if err := s.addPairs(rs, step); err != nil {
+		return err
+	}
+	return s.dropStalePairs(rs, step)
+}
+
+// addPairs adds the set's ip rules and local routes.
+func (s *session) addPairs(rs RuleSet, step stepFunc) error {
 	for _, r := range rs.IPRules {
 		added, err := s.addRule(r)
 		if err != nil {
@@ -155,8 +167,13 @@ func (s *session) install(rs RuleSet) (err error) {
 			return err
 		}
 	}
-	// A family the set does not divert (redirect mode, or a family the pod
-	// lost) must not keep a divert pair from an earlier install.
+	return nil
+}
+
+// dropStalePairs deletes the divert pair of each family the set does not
+// divert (redirect mode, or a family the pod lost), which an earlier
+// install may have left.
+func (s *session) dropStalePairs(rs RuleSet, step stepFunc) error {
 	for _, fam := range []Family{IPv4, IPv6} {
 		if !slices.ContainsFunc(rs.IPRules, func(r IPRule) bool { return r.Family == fam }) {
 			r := ownedRule(fam)

@@ -19,7 +19,7 @@ var conventionKeys = []string{"args", "ipMasq", "runtimeConfig", "cniVersions", 
 
 // specKeys are the keys the spec owns: the fields of the library's plugin
 // and list configuration types, and the conventions.
-var specKeys = jsonKeys(append([]string{}, conventionKeys...), reflect.TypeFor[types.PluginConf](), reflect.TypeFor[types.NetConfList]())
+var specKeys = jsonKeys(slices.Clone(conventionKeys), reflect.TypeFor[types.PluginConf](), reflect.TypeFor[types.NetConfList]())
 
 // pluginKeys are the keys Config adds to the spec's.
 var pluginKeys = jsonKeys(nil, reflect.TypeFor[Config]())

@@ -58,12 +58,21 @@ func invalidField(field, format string, a ...any) *types.Error {
 // ParseConfig decodes and validates stdin. needPrev says whether the
 // command requires prevResult (ADD and CHECK do).
 func ParseConfig(stdin []byte, needPrev bool) (*Config, error) {
+	return parseConfig(stdin, needPrev, true)
+}
+
+// parseConfig is ParseConfig; strictKeys false only logs unknown keys. DEL
+// parses that way: it may carry a configuration cached by an older plugin
+// that accepted other keys, and refusing it would leave the pod impossible
+// to tear down, while Remove needs none of them.
+func parseConfig(stdin []byte, needPrev, strictKeys bool) (*Config, error) {
 	conf := &Config{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to parse network configuration", err.Error())
 	}
-	if err := checkKeys(stdin); err != nil {
-		return nil, err
+	keysErr := checkKeys(stdin)
+	if keysErr != nil && strictKeys {
+		return nil, keysErr
 	}
 	mode, err := ParseMode(conf.CaptureMode)
 	if err != nil {
@@ -83,6 +92,9 @@ func ParseConfig(stdin []byte, needPrev bool) (*Config, error) {
 		return nil, invalidField("logLevel", "unknown level %q: want debug, info, warn or error", conf.LogLevel)
 	}
 	conf.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("plugin", "aether-cni")
+	if keysErr != nil {
+		conf.log.Warn("ignoring configuration keys the plugin does not know", "error", keysErr)
+	}
 	for i, ns := range conf.ExcludeNamespaces {
 		if ns == "" {
 			return nil, invalidField(fmt.Sprintf("excludeNamespaces[%d]", i), "empty namespace name")
@@ -201,7 +213,7 @@ func add(args *skel.CmdArgs, stats *Stats) (addResult, error) {
 func Del(args *skel.CmdArgs) error { return del(args, nil) }
 
 func del(args *skel.CmdArgs, stats *Stats) error {
-	conf, err := ParseConfig(args.StdinData, false)
+	conf, err := parseConfig(args.StdinData, false, false)
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,20 @@ var _ = Describe("the chained plugin", func() {
 		Expect(gen2).To(Equal(gen), "GC committed an nftables transaction in the pod netns")
 	})
 
+	It("lets DEL through a key it does not know, and removes the rules", func() {
+		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs), nil))
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mustState(p.pod.Path).Empty()).To(BeFalse())
+
+		// A configuration an older plugin accepted, cached by the runtime.
+		old := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"retiredKey": true}))
+		_, _, err = testutils.CmdAddWithArgs(old, func() error { return Add(old) })
+		cniError(err, types.ErrInvalidNetworkConfig, `unknown configuration key "retiredKey"`)
+		Expect(testutils.CmdDelWithArgs(old, func() error { return Del(old) })).To(Succeed())
+		nothingOurs(p.pod.Path)
+	})
+
 	It("installs the redirect control when captureMode says so", func() {
 		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs[:1]), map[string]any{"captureMode": "redirect"}))
 		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })

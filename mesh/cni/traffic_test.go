@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/testutils"
@@ -29,12 +30,47 @@ var (
 
 // trafficRig is a pod with the plugin's rules installed in a given mode and
 // a node that also answers on the ClusterIP, so traffic that is not
-// captured has somewhere to arrive and be seen. controlMode is the mode the
-// controls install: redirect, except in the test that breaks the controls
-// on purpose.
+// captured has somewhere to arrive and be seen. sabotage makes every
+// control install the subject's configuration instead of its own, for the
+// test that breaks the controls on purpose.
 type trafficRig struct {
-	p           *podNet
-	controlMode constants.CaptureMode
+	p        *podNet
+	sabotage bool
+}
+
+// controlMode is the mode the REDIRECT controls install.
+func (r *trafficRig) controlMode() constants.CaptureMode {
+	if r.sabotage {
+		return constants.CaptureTProxy
+	}
+	return constants.CaptureRedirect
+}
+
+// withoutReturn installs the tproxy set minus its first rule, the
+// passthrough return (038 D2), lists it back, and runs fn.
+func (r *trafficRig) withoutReturn(fn func() (redgreen.Observation, error)) (redgreen.Observation, error) {
+	rs, err := Build(constants.CaptureTProxy, Pod{Addrs: r.p.addrs}, Options{})
+	if err != nil {
+		return redgreen.Observation{}, err
+	}
+	for i := range rs.Tables {
+		c := &rs.Tables[i].Chains[0]
+		if c.Rules[0] != (Rule{Mark: constants.CapturePassthroughFwMark, Action: ActionAccept}) {
+			return redgreen.Observation{}, fmt.Errorf("chain %s %s starts with %+v, not the passthrough return", rs.Tables[i].Family, c.Name, c.Rules[0])
+		}
+		if !r.sabotage {
+			c.Rules = slices.Clone(c.Rules[1:])
+		}
+	}
+	in := &Installer{NetnsPath: r.p.pod.Path}
+	if err := in.Install(rs); err != nil {
+		return redgreen.Observation{}, err
+	}
+	defer func() { _ = in.Remove() }()
+	if d, err := in.Verify(rs); err != nil || !d.None() {
+		return redgreen.Observation{}, fmt.Errorf("the set without the return is not what the namespace holds before measuring: %v %v", d, err)
+	}
+	return fn()
 }
 
 func (r *trafficRig) withMode(mode constants.CaptureMode, fn func() (redgreen.Observation, error)) (redgreen.Observation, error) {
@@ -133,15 +169,29 @@ func (r *trafficRig) suite() redgreen.Suite {
 		Name:    "cni-capture",
 		Subject: "aether-cni mark-and-divert capture in the pod netns (038 Phase 1 as shipped)",
 		Cases: []redgreen.Case{
-			r.udpCase("redirect-udp", redgreen.Control, r.controlMode, vip, loop4,
+			r.udpCase("redirect-udp", redgreen.Control, r.controlMode(), vip, loop4,
 				"captureMode=redirect: a datagram from the pod to 10.96.0.10:18082, nat output redirect to the same port",
 				"delivered, ipi_addr = 127.0.0.1 and origdst = 127.0.0.1:18082 (rewritten), not the ClusterIP"),
-			r.udpCase("redirect-udp6", redgreen.Control, r.controlMode, vip6, loop6,
+			r.udpCase("redirect-udp6", redgreen.Control, r.controlMode(), vip6, loop6,
 				"captureMode=redirect: a datagram from the pod to [fd00:96::a]:18082 (the ip6 nat table)",
 				"delivered, ipi6_addr = ::1 and origdst = [::1]:18082 (rewritten), not the ClusterIP"),
-			r.tcpCase("redirect-tcp", redgreen.Control, r.controlMode, netip.AddrPortFrom(loop4, meshPort),
+			r.tcpCase("redirect-tcp", redgreen.Control, r.controlMode(), netip.AddrPortFrom(loop4, meshPort),
 				"captureMode=redirect: a TCP connect from the pod to 10.96.0.10:18082",
 				"accepted with local address 127.0.0.1:18082 (rewritten), not the ClusterIP"),
+			{
+				Name: "no-return-passthrough", Role: redgreen.Control,
+				Description: "the tproxy set without its passthrough return: the proxy's own egress, SO_MARK 0xae7e, to 10.96.0.10:18082",
+				Expect:      "captured: the pod listener gets the marked datagram (the proxy would loop), the node gets nothing",
+				Run: func(context.Context) (redgreen.Observation, error) {
+					return r.withoutReturn(r.passthrough)
+				},
+				Check: func(o redgreen.Observation) error {
+					if o.Facts["pod_got_marked"] != true || o.Facts["node_got_marked"] != false {
+						return fmt.Errorf("pod got marked=%v, node got marked=%v; want true, false", o.Facts["pod_got_marked"], o.Facts["node_got_marked"])
+					}
+					return nil
+				},
+			},
 			r.udpCase("tproxy-udp", redgreen.Subject, constants.CaptureTProxy, vip, clusterIP,
 				"captureMode=tproxy: a datagram from the pod to 10.96.0.10:18082",
 				"delivered to the pod's transparent listener, ipi_addr = 10.96.0.10, origdst = 10.96.0.10:18082"),
@@ -283,7 +333,7 @@ var _ = Describe("traffic through the installed rules, red then green", func() {
 	})
 
 	It("captures with the header intact in tproxy mode, and the redirect controls lose it", func() {
-		rig := &trafficRig{p: p, controlMode: constants.CaptureRedirect}
+		rig := &trafficRig{p: p}
 		res := redgreen.Run(context.Background(), rig.suite())
 		fmt.Fprint(GinkgoWriter, res.Table())
 		Expect(res.Write("")).To(Succeed())
@@ -295,20 +345,21 @@ var _ = Describe("traffic through the installed rules, red then green", func() {
 		nothingOurs(p.pod.Path)
 	})
 
-	It("is a broken rig, naming every control, when the controls install tproxy", func() {
-		// Sabotage: the controls measure the subject's configuration. Each
+	It("is a broken rig, naming every control, when the controls install the subject's configuration", func() {
+		// Sabotage: the controls measure the subject's configuration (tproxy,
+		// with the passthrough return). Each
 		// must fail its own signature and the suite must say BROKEN_RIG,
 		// never PASS. This result is not written to the report directory.
-		rig := &trafficRig{p: p, controlMode: constants.CaptureTProxy}
+		rig := &trafficRig{p: p, sabotage: true}
 		res := redgreen.Run(context.Background(), rig.suite())
 		fmt.Fprint(GinkgoWriter, res.Table())
 		Expect(res.Verdict).To(Equal(redgreen.BrokenRig), res.Table())
-		for _, c := range []string{"redirect-udp", "redirect-udp6", "redirect-tcp"} {
+		for _, c := range []string{"redirect-udp", "redirect-udp6", "redirect-tcp", "no-return-passthrough"} {
 			Expect(res.Reason).To(ContainSubstring("control "+c+" did not show its signature"), res.Table())
 		}
 		// The controls ran and were delivered: they failed on the
 		// signature, not for want of traffic.
-		for _, c := range res.Cases[:3] {
+		for _, c := range res.Cases[:4] {
 			Expect(c.Reason).NotTo(ContainSubstring("run failed"), "case %s", c.Name)
 		}
 		nothingOurs(p.pod.Path)

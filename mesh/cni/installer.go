@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/rigs/netns"
 )
 
 // ErrNetnsMissing and ErrNotNetns classify a bad netns path, so the plugin
@@ -93,12 +92,21 @@ func (in *Installer) with(fn func(s *session) error) error {
 
 // Install makes the namespace hold exactly rs: the aether tables are
 // replaced in one nftables transaction, then the ip rule / route pairs are
-// added. Installing the same set twice changes nothing. If any step fails,
-// everything this call installed is removed again and the error names the
-// step.
+// added and those of families rs does not divert are deleted. Installing the
+// same set twice changes nothing. If any step fails, the namespace is put
+// back as it was before the call (a re-ADD's failure leaves the previous
+// working rules, not none) and the error names the step.
 func (in *Installer) Install(rs RuleSet) error {
 	return in.with(func(s *session) error { return s.install(rs) })
 }
+
+// testHookInstallStep runs after each completed step of an install; a test
+// makes it fail to stop the install there.
+var testHookInstallStep = func(step string) error { return nil }
+
+// stepFunc records a completed install step: its undo when it changed
+// anything (done), then whether the install may go on.
+type stepFunc func(name string, done bool, undo func() error) error
 
 func (s *session) install(rs RuleSet) (err error) {
 	var undo []func() error
@@ -116,19 +124,38 @@ func (s *session) install(rs RuleSet) (err error) {
 			err = fmt.Errorf("%w (and rolling back failed: %v)", err, errors.Join(rbErrs...))
 		}
 	}()
+	step := func(name string, done bool, undoStep func() error) error {
+		if done {
+			undo = append(undo, undoStep)
+		}
+		if err := testHookInstallStep(name); err != nil {
+			return fmt.Errorf("install step %q in netns %q: %w", name, s.path, err)
+		}
+		return nil
+	}
 
-	if err := s.replaceTables(rs.Tables); err != nil {
+	prev, err := s.replaceTables(rs.Tables, true)
+	if err != nil {
 		return err
 	}
-	undo = append(undo, func() error { return s.replaceTables(nil) })
+	if err := step("tables", true, func() error { return s.restoreTables(rs.Tables, prev) }); err != nil {
+		return err
+	}
+	if err := s.addPairs(rs, step); err != nil {
+		return err
+	}
+	return s.dropStalePairs(rs, step)
+}
 
+// addPairs adds the set's ip rules and local routes.
+func (s *session) addPairs(rs RuleSet, step stepFunc) error {
 	for _, r := range rs.IPRules {
 		added, err := s.addRule(r)
 		if err != nil {
 			return err
 		}
-		if added {
-			undo = append(undo, func() error { return s.delRule(r) })
+		if err := step("rule "+string(r.Family), added, func() error { _, err := s.delRule(r); return err }); err != nil {
+			return err
 		}
 	}
 	for _, r := range rs.Routes {
@@ -136,87 +163,38 @@ func (s *session) install(rs RuleSet) (err error) {
 		if err != nil {
 			return err
 		}
-		if added {
-			undo = append(undo, func() error { return s.delRoute(r) })
-		}
-	}
-	// A family the set does not divert (redirect mode, or a family the pod
-	// lost) must not keep a divert pair from an earlier install.
-	for _, fam := range []Family{IPv4, IPv6} {
-		if !slices.ContainsFunc(rs.IPRules, func(r IPRule) bool { return r.Family == fam }) {
-			if err := s.delRule(ownedRule(fam)); err != nil {
-				return err
-			}
-		}
-		if !slices.ContainsFunc(rs.Routes, func(r Route) bool { return r.Family == fam }) {
-			if err := s.delRoute(ownedRoute(fam)); err != nil {
-				return err
-			}
+		if err := step("route "+string(r.Family), added, func() error { _, err := s.delRoute(r); return err }); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// replaceTables makes the aether table of each family hold exactly the given
-// tables, in one transaction. A table an earlier install left is deleted and
-// re-added inside the same batch, so the swap is atomic.
-//
-// It lists the tables first (one dump) rather than using the add-then-delete
-// idiom that needs no list: deleting a table queues kernel destroy work, and
-// the next close of an nfnetlink socket waits for it (a synchronize_rcu,
-// 10+ ms here). On a fresh pod there is then nothing to delete and nothing
-// to wait for.
-func (s *session) replaceTables(tables []Table) error {
-	s.stats.NFTDumps++
-	existing, err := s.nft.ListTables()
-	if err != nil {
-		return fmt.Errorf("failed to list nftables tables in netns %q: %w", s.path, err)
-	}
-	have := map[nftables.TableFamily]bool{}
-	for _, t := range existing {
-		if t.Name == TableName {
-			have[t.Family] = true
-		}
-	}
-	queued := false
+// dropStalePairs deletes the divert pair of each family the set does not
+// divert (redirect mode, or a family the pod lost), which an earlier
+// install may have left.
+func (s *session) dropStalePairs(rs RuleSet, step stepFunc) error {
 	for _, fam := range []Family{IPv4, IPv6} {
-		nf, _ := nftFamily(fam)
-		t := &nftables.Table{Family: nf, Name: TableName}
-		if have[nf] {
-			s.nft.DelTable(t)
-			queued = true
-		}
-		for _, bt := range tables {
-			if bt.Family != fam {
-				continue
+		if !slices.ContainsFunc(rs.IPRules, func(r IPRule) bool { return r.Family == fam }) {
+			r := ownedRule(fam)
+			deleted, err := s.delRule(r)
+			if err != nil {
+				return err
 			}
-			if bt.Name != TableName {
-				return fmt.Errorf("refusing to install table %s %s: the plugin owns only %q", bt.Family, bt.Name, TableName)
-			}
-			s.nft.AddTable(t)
-			queued = true
-			for _, c := range bt.Chains {
-				nc, err := nftChain(t, c)
-				if err != nil {
-					return fmt.Errorf("failed to build table %s %s: %w", fam, TableName, err)
-				}
-				s.nft.AddChain(nc)
-				for i, r := range c.Rules {
-					es, err := Exprs(r)
-					if err != nil {
-						return fmt.Errorf("failed to build rule %d of chain %s %s %s: %w", i, fam, TableName, c.Name, err)
-					}
-					s.nft.AddRule(&nftables.Rule{Table: t, Chain: nc, Exprs: es})
-				}
+			if err := step("stale rule "+string(fam), deleted, func() error { _, err := s.addRule(r); return err }); err != nil {
+				return err
 			}
 		}
-	}
-	if !queued {
-		return nil // nothing to add and nothing to delete
-	}
-	s.stats.NFTTransactions++
-	if err := s.nft.Flush(); err != nil {
-		return fmt.Errorf("failed to apply the aether nftables tables in netns %q: %w", s.path, err)
+		if !slices.ContainsFunc(rs.Routes, func(r Route) bool { return r.Family == fam }) {
+			r := ownedRoute(fam)
+			deleted, err := s.delRoute(r)
+			if err != nil {
+				return err
+			}
+			if err := step("stale route "+string(fam), deleted, func() error { _, err := s.addRoute(r); return err }); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -261,13 +239,17 @@ func (s *session) addRule(r IPRule) (bool, error) {
 	return true, nil
 }
 
-func (s *session) delRule(r IPRule) error {
+// delRule deletes r and reports whether it was there.
+func (s *session) delRule(r IPRule) (bool, error) {
 	s.stats.Netlink++
 	err := s.nl.RuleDel(nlRule(r))
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("failed to delete %q in netns %q: %w", ipRuleLine(r), s.path, err)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("failed to delete %q in netns %q: %w", ipRuleLine(r), s.path, err)
+	}
+	return true, nil
 }
 
 func (s *session) nlRoute(r Route) (*netlink.Route, error) {
@@ -340,17 +322,21 @@ func (s *session) addRoute(r Route) (bool, error) {
 	return true, nil
 }
 
-func (s *session) delRoute(r Route) error {
+// delRoute deletes r and reports whether it was there.
+func (s *session) delRoute(r Route) (bool, error) {
 	nr, err := s.nlRoute(r)
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.stats.Netlink++
 	err = s.nl.RouteDel(nr)
-	if err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("failed to delete %q in netns %q: %w", routeLine(r), s.path, err)
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("failed to delete %q in netns %q: %w", routeLine(r), s.path, err)
+	}
+	return true, nil
 }
 
 func prefixNet(p netip.Prefix) *net.IPNet {
@@ -366,9 +352,12 @@ func (in *Installer) Remove() error {
 }
 
 func (s *session) remove() error {
-	errs := []error{s.replaceTables(nil)}
+	_, err := s.replaceTables(nil, false)
+	errs := []error{err}
 	for _, fam := range []Family{IPv4, IPv6} {
-		errs = append(errs, s.delRule(ownedRule(fam)), s.delRoute(ownedRoute(fam)))
+		_, rerr := s.delRule(ownedRule(fam))
+		_, nerr := s.delRoute(ownedRoute(fam))
+		errs = append(errs, rerr, nerr)
 	}
 	return errors.Join(errs...)
 }
@@ -435,7 +424,7 @@ func (s *session) state() (RuleSet, error) {
 
 	for _, fam := range []Family{IPv4, IPv6} {
 		s.stats.Netlink++
-		rules, err := netns.Retry(func() ([]netlink.Rule, error) { return s.nl.RuleList(nlFamily(fam)) })
+		rules, err := retryDump(func() ([]netlink.Rule, error) { return s.nl.RuleList(nlFamily(fam)) })
 		if err != nil {
 			return rs, fmt.Errorf("failed to list %s rules in netns %q: %w", ipCmd(fam), s.path, err)
 		}
@@ -454,9 +443,22 @@ func (s *session) state() (RuleSet, error) {
 	return rs, nil
 }
 
+// retryDump repeats a netlink dump the kernel interrupted (NLM_F_DUMP_INTR:
+// the table changed mid-dump, so the partial answer is inconsistent).
+func retryDump[T any](dump func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range 10 {
+		if v, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+	}
+	return v, fmt.Errorf("netlink dump still interrupted after 10 attempts: %w", err)
+}
+
 func (s *session) routes(fam Family) ([]Route, error) {
 	s.stats.Netlink++
-	nrs, err := netns.Retry(func() ([]netlink.Route, error) {
+	nrs, err := retryDump(func() ([]netlink.Route, error) {
 		return s.nl.RouteListFiltered(nlFamily(fam), &netlink.Route{Table: constants.CaptureRouteTable}, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {

@@ -58,9 +58,21 @@ func invalidField(field, format string, a ...any) *types.Error {
 // ParseConfig decodes and validates stdin. needPrev says whether the
 // command requires prevResult (ADD and CHECK do).
 func ParseConfig(stdin []byte, needPrev bool) (*Config, error) {
+	return parseConfig(stdin, needPrev, true)
+}
+
+// parseConfig is ParseConfig; strictKeys false only logs unknown keys. DEL
+// parses that way: it may carry a configuration cached by an older plugin
+// that accepted other keys, and refusing it would leave the pod impossible
+// to tear down, while Remove needs none of them.
+func parseConfig(stdin []byte, needPrev, strictKeys bool) (*Config, error) {
 	conf := &Config{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "failed to parse network configuration", err.Error())
+	}
+	keysErr := checkKeys(stdin)
+	if keysErr != nil && strictKeys {
+		return nil, keysErr
 	}
 	mode, err := ParseMode(conf.CaptureMode)
 	if err != nil {
@@ -80,6 +92,9 @@ func ParseConfig(stdin []byte, needPrev bool) (*Config, error) {
 		return nil, invalidField("logLevel", "unknown level %q: want debug, info, warn or error", conf.LogLevel)
 	}
 	conf.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("plugin", "aether-cni")
+	if keysErr != nil {
+		conf.log.Warn("ignoring configuration keys the plugin does not know", "error", keysErr)
+	}
 	for i, ns := range conf.ExcludeNamespaces {
 		if ns == "" {
 			return nil, invalidField(fmt.Sprintf("excludeNamespaces[%d]", i), "empty namespace name")
@@ -198,7 +213,7 @@ func add(args *skel.CmdArgs, stats *Stats) (addResult, error) {
 func Del(args *skel.CmdArgs) error { return del(args, nil) }
 
 func del(args *skel.CmdArgs, stats *Stats) error {
-	conf, err := ParseConfig(args.StdinData, false)
+	conf, err := parseConfig(args.StdinData, false, false)
 	if err != nil {
 		return err
 	}
@@ -245,6 +260,34 @@ func Check(args *skel.CmdArgs) error {
 		return types.NewError(ErrCaptureDrift, fmt.Sprintf("aether capture state in netns %q drifted from the built rule set: %s", args.Netns, d), d.Diff)
 	}
 	return nil
+}
+
+// GC answers the spec 1.1.0 garbage collection: remove what the plugin owns
+// for attachments missing from cni.dev/valid-attachments. Everything aether
+// installs lives inside the pod netns and goes with it; the plugin keeps no
+// state on the node and cannot map a container ID to a netns (GC carries no
+// CNI_NETNS), so there is nothing to collect. GC still refuses a
+// configuration ADD would refuse, and a malformed attachment list.
+func GC(args *skel.CmdArgs) error {
+	conf, err := ParseConfig(args.StdinData, false)
+	if err != nil {
+		return err
+	}
+	for i, a := range conf.ValidAttachments {
+		switch {
+		case a.ContainerID == "":
+			return invalidField(fmt.Sprintf("cni.dev/valid-attachments[%d].containerID", i), "empty container ID")
+		case a.IfName == "":
+			return invalidField(fmt.Sprintf("cni.dev/valid-attachments[%d].ifname", i), "empty interface name")
+		}
+	}
+	conf.log.Debug("GC: nothing to collect, every object of the plugin lives in a pod netns", "valid_attachments", len(conf.ValidAttachments))
+	return nil
+}
+
+// Funcs wires the plugin's commands for skel.
+func Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{Add: Add, Del: Del, Check: Check, GC: GC, Status: Status}
 }
 
 // Status answers whether the plugin can serve ADD: its configuration is

@@ -83,6 +83,43 @@ var _ = Describe("the chained plugin", func() {
 		})
 	}
 
+	It("answers GC without touching a pod, since everything it owns lives in the pod netns", func() {
+		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs), nil))
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
+		Expect(err).NotTo(HaveOccurred())
+		before := Render(mustState(p.pod.Path))
+		Expect(before).NotTo(BeEmpty())
+		gen, err := nftGeneration(p.pod)
+		Expect(err).NotTo(HaveOccurred())
+
+		// The pod's attachment is not in the list: a plugin with node-side
+		// state would drop it now. GC gets no CNI_NETNS, and aether keeps
+		// nothing outside the netns, so the pod keeps its rules until DEL
+		// or until its netns goes.
+		gc := cmdArgs("", netConf("1.1.0", nil, map[string]any{
+			"cni.dev/valid-attachments": []map[string]string{{"containerID": "another-pod", "ifname": "eth0"}},
+		}))
+		Expect(GC(gc)).To(Succeed())
+		Expect(Render(mustState(p.pod.Path))).To(Equal(before))
+		gen2, err := nftGeneration(p.pod)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gen2).To(Equal(gen), "GC committed an nftables transaction in the pod netns")
+	})
+
+	It("lets DEL through a key it does not know, and removes the rules", func() {
+		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs), nil))
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mustState(p.pod.Path).Empty()).To(BeFalse())
+
+		// A configuration an older plugin accepted, cached by the runtime.
+		old := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"retiredKey": true}))
+		_, _, err = testutils.CmdAddWithArgs(old, func() error { return Add(old) })
+		cniError(err, types.ErrInvalidNetworkConfig, `unknown configuration key "retiredKey"`)
+		Expect(testutils.CmdDelWithArgs(old, func() error { return Del(old) })).To(Succeed())
+		nothingOurs(p.pod.Path)
+	})
+
 	It("installs the redirect control when captureMode says so", func() {
 		args := cmdArgs(p.pod.Path, netConf("1.1.0", prevResult(p.pod.Path, p.addrs[:1]), map[string]any{"captureMode": "redirect"}))
 		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
@@ -193,6 +230,9 @@ var _ = Describe("the chained plugin", func() {
 			Entry("unknown capture mode", func() ([]byte, string) {
 				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"captureMode": "ebpf"}), ""
 			}, types.ErrInvalidNetworkConfig, `"captureMode": unknown capture mode "ebpf"`),
+			Entry("misspelt captureMode", func() ([]byte, string) {
+				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"captureMod": "redirect"}), ""
+			}, types.ErrInvalidNetworkConfig, `unknown configuration key "captureMod" (did you mean "captureMode"?)`),
 			Entry("wrong type for excludeNamespaces", func() ([]byte, string) {
 				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"excludeNamespaces": "kube-system"}), ""
 			}, types.ErrDecodingFailure, "excludeNamespaces"),

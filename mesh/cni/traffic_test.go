@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/testutils"
@@ -29,9 +30,47 @@ var (
 
 // trafficRig is a pod with the plugin's rules installed in a given mode and
 // a node that also answers on the ClusterIP, so traffic that is not
-// captured has somewhere to arrive and be seen.
+// captured has somewhere to arrive and be seen. sabotage makes every
+// control install the subject's configuration instead of its own, for the
+// test that breaks the controls on purpose.
 type trafficRig struct {
-	p *podNet
+	p        *podNet
+	sabotage bool
+}
+
+// controlMode is the mode the REDIRECT controls install.
+func (r *trafficRig) controlMode() constants.CaptureMode {
+	if r.sabotage {
+		return constants.CaptureTProxy
+	}
+	return constants.CaptureRedirect
+}
+
+// withoutReturn installs the tproxy set minus its first rule, the
+// passthrough return (038 D2), lists it back, and runs fn.
+func (r *trafficRig) withoutReturn(fn func() (redgreen.Observation, error)) (redgreen.Observation, error) {
+	rs, err := Build(constants.CaptureTProxy, Pod{Addrs: r.p.addrs}, Options{})
+	if err != nil {
+		return redgreen.Observation{}, err
+	}
+	for i := range rs.Tables {
+		c := &rs.Tables[i].Chains[0]
+		if c.Rules[0] != (Rule{Mark: constants.CapturePassthroughFwMark, Action: ActionAccept}) {
+			return redgreen.Observation{}, fmt.Errorf("chain %s %s starts with %+v, not the passthrough return", rs.Tables[i].Family, c.Name, c.Rules[0])
+		}
+		if !r.sabotage {
+			c.Rules = slices.Clone(c.Rules[1:])
+		}
+	}
+	in := &Installer{NetnsPath: r.p.pod.Path}
+	if err := in.Install(rs); err != nil {
+		return redgreen.Observation{}, err
+	}
+	defer func() { _ = in.Remove() }()
+	if d, err := in.Verify(rs); err != nil || !d.None() {
+		return redgreen.Observation{}, fmt.Errorf("the set without the return is not what the namespace holds before measuring: %v %v", d, err)
+	}
+	return fn()
 }
 
 func (r *trafficRig) withMode(mode constants.CaptureMode, fn func() (redgreen.Observation, error)) (redgreen.Observation, error) {
@@ -49,115 +88,119 @@ func (r *trafficRig) withMode(mode constants.CaptureMode, fn func() (redgreen.Ob
 }
 
 // udpToVIP sends one datagram from the pod to the ClusterIP and reports
-// what a transparent listener in the pod netns saw.
-func (r *trafficRig) udpToVIP(payload string, vip netip.AddrPort) (transparent.Meta, error) {
+// what a transparent listener in the pod netns saw: the kernel's metadata
+// and the payload it got.
+func (r *trafficRig) udpToVIP(payload string, vip netip.AddrPort) (transparent.Meta, string, error) {
 	unspec := netip.IPv4Unspecified()
 	if vip.Addr().Is6() {
 		unspec = netip.IPv6Unspecified()
 	}
 	ln, err := transparent.ListenUDP(r.p.pod.Path, netip.AddrPortFrom(unspec, meshPort), transparent.Options{Transparent: true})
 	if err != nil {
-		return transparent.Meta{}, err
+		return transparent.Meta{}, "", err
 	}
 	defer ln.Close()
 	cl, err := transparent.DialUDP(r.p.pod.Path, netip.AddrPort{}, vip, transparent.Options{})
 	if err != nil {
-		return transparent.Meta{}, err
+		return transparent.Meta{}, "", err
 	}
 	defer cl.Close()
 	if _, err := cl.Write([]byte(payload)); err != nil {
-		return transparent.Meta{}, fmt.Errorf("failed to send to %s: %w", vip, err)
+		return transparent.Meta{}, "", fmt.Errorf("failed to send to %s: %w", vip, err)
 	}
 	_ = ln.SetReadDeadline(time.Now().Add(2 * time.Second))
 	buf := make([]byte, 64)
 	n, m, err := ln.ReadDatagram(buf)
 	if err != nil {
-		return m, fmt.Errorf("the pod's capture listener received nothing: %w", err)
+		return m, "", fmt.Errorf("the pod's capture listener received nothing: %w", err)
 	}
-	if string(buf[:n]) != payload {
-		return m, fmt.Errorf("the pod's capture listener received %q, want %q", buf[:n], payload)
-	}
-	return m, nil
+	return m, string(buf[:n]), nil
 }
 
-func udpObservation(m transparent.Meta) redgreen.Observation {
-	return redgreen.Observation{
-		Summary: fmt.Sprintf("ipi_addr=%s origdst=%s", m.Dst, m.OrigDst),
-		Witness: "the pod listener's IP_PKTINFO / IP_ORIGDSTADDR",
-		Facts:   map[string]any{"ipi_addr": m.Dst.String(), "orig_dst": m.OrigDst.String(), "src": m.Src.String()},
+// udpCase measures one datagram to vip in mode. Its signature is positive:
+// the payload sent arrived at the pod's listener, and the kernel reported
+// want as ipi_addr and want:18082 as the original destination (the
+// rewritten loopback for a control, the ClusterIP for a subject).
+func (r *trafficRig) udpCase(name string, role redgreen.Role, mode constants.CaptureMode, vip netip.AddrPort, want netip.Addr, description, expect string) redgreen.Case {
+	payload := name
+	wantDst := netip.AddrPortFrom(want, vip.Port())
+	return redgreen.Case{
+		Name: name, Role: role, Description: description, Expect: expect,
+		Run: func(context.Context) (redgreen.Observation, error) {
+			return r.withMode(mode, func() (redgreen.Observation, error) {
+				m, got, err := r.udpToVIP(payload, vip)
+				return redgreen.Observation{
+					Summary: fmt.Sprintf("received %q, ipi_addr=%s origdst=%s", got, m.Dst, m.OrigDst),
+					Witness: "the pod listener's payload and IP_PKTINFO / IP_ORIGDSTADDR",
+					Facts:   map[string]any{"received": got, "ipi_addr": m.Dst.String(), "orig_dst": m.OrigDst.String(), "src": m.Src.String()},
+				}, err
+			})
+		},
+		Check: func(o redgreen.Observation) error {
+			if o.Facts["received"] != payload || o.Facts["ipi_addr"] != want.String() || o.Facts["orig_dst"] != wantDst.String() {
+				return fmt.Errorf("received %q with ipi_addr=%v orig_dst=%v, want %q with %s and %s",
+					o.Facts["received"], o.Facts["ipi_addr"], o.Facts["orig_dst"], payload, want, wantDst)
+			}
+			return nil
+		},
+	}
+}
+
+// tcpCase measures one connect to vip in mode: accepted by the pod's
+// listener with local address want.
+func (r *trafficRig) tcpCase(name string, role redgreen.Role, mode constants.CaptureMode, want netip.AddrPort, description, expect string) redgreen.Case {
+	return redgreen.Case{
+		Name: name, Role: role, Description: description, Expect: expect,
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			return r.withMode(mode, func() (redgreen.Observation, error) { return r.tcpToVIP(ctx) })
+		},
+		Check: func(o redgreen.Observation) error {
+			if o.Facts["local"] != want.String() {
+				return fmt.Errorf("accepted connection's local address is %v, want %s", o.Facts["local"], want)
+			}
+			return nil
+		},
 	}
 }
 
 func (r *trafficRig) suite() redgreen.Suite {
+	loop4, loop6 := netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()
 	return redgreen.Suite{
 		Name:    "cni-capture",
 		Subject: "aether-cni mark-and-divert capture in the pod netns (038 Phase 1 as shipped)",
 		Cases: []redgreen.Case{
+			r.udpCase("redirect-udp", redgreen.Control, r.controlMode(), vip, loop4,
+				"captureMode=redirect: a datagram from the pod to 10.96.0.10:18082, nat output redirect to the same port",
+				"delivered, ipi_addr = 127.0.0.1 and origdst = 127.0.0.1:18082 (rewritten), not the ClusterIP"),
+			r.udpCase("redirect-udp6", redgreen.Control, r.controlMode(), vip6, loop6,
+				"captureMode=redirect: a datagram from the pod to [fd00:96::a]:18082 (the ip6 nat table)",
+				"delivered, ipi6_addr = ::1 and origdst = [::1]:18082 (rewritten), not the ClusterIP"),
+			r.tcpCase("redirect-tcp", redgreen.Control, r.controlMode(), netip.AddrPortFrom(loop4, meshPort),
+				"captureMode=redirect: a TCP connect from the pod to 10.96.0.10:18082",
+				"accepted with local address 127.0.0.1:18082 (rewritten), not the ClusterIP"),
 			{
-				Name: "redirect-udp", Role: redgreen.Control,
-				Description: "captureMode=redirect: nat output redirect to the same port",
-				Expect:      "delivered, ipi_addr = 127.0.0.1 (the rewritten address), not the ClusterIP",
+				Name: "no-return-passthrough", Role: redgreen.Control,
+				Description: "the tproxy set without its passthrough return: the proxy's own egress, SO_MARK 0xae7e, to 10.96.0.10:18082",
+				Expect:      "captured: the pod listener gets the marked datagram (the proxy would loop), the node gets nothing",
 				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(constants.CaptureRedirect, func() (redgreen.Observation, error) {
-						m, err := r.udpToVIP("redirect", vip)
-						return udpObservation(m), err
-					})
+					return r.withoutReturn(r.passthrough)
 				},
 				Check: func(o redgreen.Observation) error {
-					if o.Facts["ipi_addr"] != "127.0.0.1" {
-						return fmt.Errorf("ipi_addr is %v, want the rewritten 127.0.0.1", o.Facts["ipi_addr"])
+					if o.Facts["pod_got_marked"] != true || o.Facts["node_got_marked"] != false {
+						return fmt.Errorf("pod got marked=%v, node got marked=%v; want true, false", o.Facts["pod_got_marked"], o.Facts["node_got_marked"])
 					}
 					return nil
 				},
 			},
-			{
-				Name: "tproxy-udp", Role: redgreen.Subject,
-				Description: "captureMode=tproxy: a datagram from the pod to 10.96.0.10:18082",
-				Expect:      "delivered to the pod's transparent listener, ipi_addr = 10.96.0.10",
-				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(constants.CaptureTProxy, func() (redgreen.Observation, error) {
-						m, err := r.udpToVIP("tproxy", vip)
-						return udpObservation(m), err
-					})
-				},
-				Check: func(o redgreen.Observation) error {
-					if o.Facts["ipi_addr"] != clusterIP.String() || o.Facts["orig_dst"] != vip.String() {
-						return fmt.Errorf("ipi_addr=%v orig_dst=%v, want %s and %s", o.Facts["ipi_addr"], o.Facts["orig_dst"], clusterIP, vip)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "tproxy-udp6", Role: redgreen.Subject,
-				Description: "captureMode=tproxy: a datagram from the pod to [fd00:96::a]:18082 (the ip6 table and the ip -6 rule/route pair)",
-				Expect:      "delivered to the pod's transparent IPv6 listener, ipi6_addr = fd00:96::a",
-				Run: func(context.Context) (redgreen.Observation, error) {
-					return r.withMode(constants.CaptureTProxy, func() (redgreen.Observation, error) {
-						m, err := r.udpToVIP("tproxy6", vip6)
-						return udpObservation(m), err
-					})
-				},
-				Check: func(o redgreen.Observation) error {
-					if o.Facts["ipi_addr"] != clusterIP6.String() {
-						return fmt.Errorf("ipi6_addr=%v, want %s", o.Facts["ipi_addr"], clusterIP6)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "tproxy-tcp", Role: redgreen.Subject,
-				Description: "captureMode=tproxy: a TCP connect from the pod to 10.96.0.10:18082",
-				Expect:      "accepted by the pod's transparent listener with local address 10.96.0.10:18082",
-				Run: func(ctx context.Context) (redgreen.Observation, error) {
-					return r.withMode(constants.CaptureTProxy, func() (redgreen.Observation, error) { return r.tcpToVIP(ctx) })
-				},
-				Check: func(o redgreen.Observation) error {
-					if o.Facts["local"] != vip.String() {
-						return fmt.Errorf("accepted connection's local address is %v, want %s", o.Facts["local"], vip)
-					}
-					return nil
-				},
-			},
+			r.udpCase("tproxy-udp", redgreen.Subject, constants.CaptureTProxy, vip, clusterIP,
+				"captureMode=tproxy: a datagram from the pod to 10.96.0.10:18082",
+				"delivered to the pod's transparent listener, ipi_addr = 10.96.0.10, origdst = 10.96.0.10:18082"),
+			r.udpCase("tproxy-udp6", redgreen.Subject, constants.CaptureTProxy, vip6, clusterIP6,
+				"captureMode=tproxy: a datagram from the pod to [fd00:96::a]:18082 (the ip6 table and the ip -6 rule/route pair)",
+				"delivered to the pod's transparent IPv6 listener, ipi6_addr = fd00:96::a, origdst = [fd00:96::a]:18082"),
+			r.tcpCase("tproxy-tcp", redgreen.Subject, constants.CaptureTProxy, vip,
+				"captureMode=tproxy: a TCP connect from the pod to 10.96.0.10:18082",
+				"accepted by the pod's transparent listener with local address 10.96.0.10:18082"),
 			{
 				Name: "tproxy-passthrough", Role: redgreen.Subject,
 				Description: "captureMode=tproxy: the proxy's own egress, SO_MARK 0xae7e, to 10.96.0.10:18082",
@@ -277,20 +320,48 @@ func (r *trafficRig) passthrough() (redgreen.Observation, error) {
 }
 
 var _ = Describe("traffic through the installed rules, red then green", func() {
-	It("captures with the header intact in tproxy mode, and the redirect control loses it", func() {
+	var p *podNet
+	BeforeEach(func() {
 		privileged.Require(GinkgoT())
-		p, err := newPod("traffic", true)
+		var err error
+		p, err = newPod("traffic", true)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p.close)
 		// The node answers on the ClusterIP, so uncaptured traffic arrives
 		// somewhere observable.
 		Expect(netns.AddAddr(p.node, "lo", netip.PrefixFrom(clusterIP, 32))).To(Succeed())
+	})
 
+	It("captures with the header intact in tproxy mode, and the redirect controls lose it", func() {
 		rig := &trafficRig{p: p}
 		res := redgreen.Run(context.Background(), rig.suite())
 		fmt.Fprint(GinkgoWriter, res.Table())
 		Expect(res.Write("")).To(Succeed())
 		Expect(res.Err()).NotTo(HaveOccurred(), res.Table())
+		for _, c := range res.Cases {
+			Expect(c.Witness).NotTo(BeEmpty(), "case %s", c.Name)
+			Expect(c.Facts).NotTo(BeEmpty(), "case %s", c.Name)
+		}
+		nothingOurs(p.pod.Path)
+	})
+
+	It("is a broken rig, naming every control, when the controls install the subject's configuration", func() {
+		// Sabotage: the controls measure the subject's configuration (tproxy,
+		// with the passthrough return). Each
+		// must fail its own signature and the suite must say BROKEN_RIG,
+		// never PASS. This result is not written to the report directory.
+		rig := &trafficRig{p: p, sabotage: true}
+		res := redgreen.Run(context.Background(), rig.suite())
+		fmt.Fprint(GinkgoWriter, res.Table())
+		Expect(res.Verdict).To(Equal(redgreen.BrokenRig), res.Table())
+		for _, c := range []string{"redirect-udp", "redirect-udp6", "redirect-tcp", "no-return-passthrough"} {
+			Expect(res.Reason).To(ContainSubstring("control "+c+" did not show its signature"), res.Table())
+		}
+		// The controls ran and were delivered: they failed on the
+		// signature, not for want of traffic.
+		for _, c := range res.Cases[:4] {
+			Expect(c.Reason).NotTo(ContainSubstring("run failed"), "case %s", c.Name)
+		}
 		nothingOurs(p.pod.Path)
 	})
 })

@@ -46,7 +46,27 @@ udpRoutes:
 endpoints: [{service: s, namespace: ns, addresses: [{ip: 10.244.0.9, weight: 0}]}]
 `, []string{`endpoints "ns/s"`, "field addresses[0].weight"}},
 		{"unknown field", base + "  - {name: t, namespace: ns, clusterIP: 10.96.0.2, prots: []}\n",
-			[]string{"bad.yaml", `unknown field "prots"`}},
+			[]string{`bad.yaml: service "ns/t": field prots: unknown field`}},
+		{"unknown nested field", strings.Replace(base, "protocol: UDP", "protocl: UDP", 1),
+			[]string{`bad.yaml: service "ns/s": field ports[0].protocl: unknown field`}},
+		{"field in the wrong case", strings.Replace(base, "protocol: UDP", "Protocol: UDP", 1),
+			[]string{`bad.yaml: service "ns/s": field ports[0].Protocol: unknown field (did you mean protocol?)`}},
+		{"unknown field deep in a route", base + `
+udpRoutes:
+  - metadata: {name: r, namespace: ns}
+    spec: {parentRefs: [{kind: Service, name: s}], rules: [{backendRefs: [{name: s, wieght: 1}]}]}
+`, []string{`bad.yaml: udpRoute "ns/r": field spec.rules[0].backendRefs[0].wieght: unknown field`}},
+		{"unknown field of an endpoint", base + `
+endpoints: [{service: s, namespace: ns, addresses: [{ip: 10.244.0.9, wait: 2}]}]
+`, []string{`bad.yaml: endpoints "ns/s": field addresses[0].wait: unknown field`}},
+		{"unknown field of a node and of a pod without a namespace", strings.Replace(
+			strings.Replace(base, "nodes: [{name: n1}]", "nodes: [{name: n1, zone: a}]", 1),
+			"pods:\n", "pods:\n  - {name: r, node: n1, ip: 10.244.0.3, lables: {}}\n", 1),
+			[]string{`bad.yaml: node "n1": field zone: unknown field`, `bad.yaml: pod "default/r": field lables: unknown field`}},
+		{"unknown field of an unnamed object", base + "  - {clusterIP: 10.96.0.2, prots: []}\n",
+			[]string{`bad.yaml: service "services[1]": field prots: unknown field`}},
+		{"unknown top-level key", base + "servics: []\n",
+			[]string{`bad.yaml: field servics: unknown field`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,5 +162,22 @@ func TestFileSourceWatchesAndReportsBrokenFile(t *testing.T) {
 	}
 	if u := next(); u.Err != nil || len(u.State.Services) != 2 {
 		t.Fatalf("update after fix = %+v, want two services", u)
+	}
+}
+
+// TestScenarioFixturesLoad keeps the strict decoding honest against the
+// files that ship: every scenario under fixtures/scenarios loads.
+func TestScenarioFixturesLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scenario fixtures found")
+	}
+	for _, f := range files {
+		if _, err := LoadScenarioFile(f); err != nil {
+			t.Errorf("fixture rejected: %v", err)
+		}
 	}
 }

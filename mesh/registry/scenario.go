@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -11,8 +12,8 @@ import (
 
 // Scenario is the file form of the mesh, the registry's file source and the
 // input the embedded netns cluster builds from. It is YAML, field names as
-// below; unknown fields are an error, so a typo cannot silently drop a
-// setting.
+// below; an unknown field (spelling and case exact) is an error naming its
+// object and path, so a typo cannot silently drop a setting.
 //
 //	nodes:
 //	  - name: node-a
@@ -145,6 +146,9 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
+	if e.Object == "" {
+		return fmt.Sprintf("%s: field %s: %v", e.File, e.Field, e.Err)
+	}
 	return fmt.Sprintf("%s: %s %q: field %s: %v", e.File, e.Kind, e.Object, e.Field, e.Err)
 }
 
@@ -160,7 +164,20 @@ func LoadScenarioFile(path string) (*State, error) {
 }
 
 // ParseScenario parses and checks a scenario; name labels every error.
+// Unknown fields are found first and each is named by its object and path;
+// the typed decode then catches values of the wrong type.
 func ParseScenario(name string, data []byte) (*State, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse scenario file %q: %w", name, err)
+	}
+	var doc any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		return nil, fmt.Errorf("failed to parse scenario file %q: %w", name, err)
+	}
+	if errs := unknownFields(name, doc); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
 		return nil, fmt.Errorf("failed to parse scenario file %q: %w", name, err)

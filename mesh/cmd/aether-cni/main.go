@@ -9,10 +9,5 @@ import (
 )
 
 func main() {
-	skel.PluginMainFuncs(skel.CNIFuncs{
-		Add:    cni.Add,
-		Del:    cni.Del,
-		Check:  cni.Check,
-		Status: cni.Status,
-	}, cni.SupportedVersions, cni.About)
+	skel.PluginMainFuncs(cni.Funcs(), cni.SupportedVersions, cni.About)
 }

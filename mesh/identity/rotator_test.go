@@ -43,6 +43,7 @@ func startRig(t *testing.T, caCfg CAConfig, cfg RotatorConfig) *rig {
 		}
 	})
 	r.changed, _ = r.store.Subscribe()
+	synctest.Wait() // Run is parked with nothing to rotate: an Add must wake it
 	return r
 }
 

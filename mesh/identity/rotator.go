@@ -10,9 +10,10 @@ import (
 )
 
 // MinRotatorTTL is the shortest SVID lifetime a Rotator takes. X.509 times
-// are whole seconds, so an SVID's lifetime starts up to a second before it
-// is issued; with a lifetime under two seconds its half-life could already
-// have passed at issuance, and the Rotator would re-issue without pause.
+// are whole seconds, so an SVID's lifetime is counted from the second its
+// issuance falls in, up to a second early; under two seconds its half-life
+// could already have passed at issuance, and the Rotator would re-issue
+// without pause.
 const MinRotatorTTL = 2 * time.Second
 
 // RotatorConfig is what a Rotator issues.
@@ -25,8 +26,8 @@ type RotatorConfig struct {
 
 // Rotator keeps an SVID for each of a set of accounts in a Store, issued by
 // the embedded CA, and re-issues each when half its TTL has elapsed. The
-// replaced SVID is not revoked: a connection that presented it stays valid
-// until its NotAfter, which leaves half a TTL to move to the new one.
+// replaced SVID is not revoked: it verifies until its NotAfter, so a proxy
+// has half a TTL to pick up the new one before peers refuse the old.
 type Rotator struct {
 	ca    *CA
 	store *Store
@@ -88,8 +89,9 @@ func (r *Rotator) Remove(a Account) {
 }
 
 // Run re-issues SVIDs as they reach half-life until ctx is done, when it
-// returns nil. A failed issuance ends Run with the error; the SVID it was to
-// replace stays in the store, valid until its NotAfter.
+// returns nil. One Run per Rotator. A failed issuance ends Run with the
+// error; the SVID it was to replace stays in the store, valid until its
+// NotAfter.
 func (r *Rotator) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

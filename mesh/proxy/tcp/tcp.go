@@ -43,7 +43,7 @@ type Listener struct {
 	cfg      atomic.Pointer[listener.TCP]
 	clusters Clusters
 	opts     Options
-	stats    *metrics.Listener
+	stats    *metrics.TCPListener
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -63,7 +63,7 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, stats: o.Metrics.Listener(spec.Name), conns: map[net.Conn]struct{}{}}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, stats: o.Metrics.TCPListener(spec.Name), conns: map[net.Conn]struct{}{}}
 	l.cfg.Store(spec.TCP)
 	l.wg.Add(1)
 	go l.serve()
@@ -138,7 +138,7 @@ func (l *Listener) handle(down *net.TCPConn) {
 	cs := l.opts.Metrics.Cluster(chain.Cluster)
 	c := l.clusters.Active(chain.Cluster)
 	if c == nil {
-		l.stats.TCPErrors.Inc()
+		l.stats.NoCluster.Inc()
 		return
 	}
 	host, err := c.Pick()
@@ -151,7 +151,7 @@ func (l *Listener) handle(down *net.TCPConn) {
 	cancel()
 	if err != nil {
 		cs.Errors.Inc()
-		l.stats.TCPErrors.Inc()
+		l.stats.Errors.Inc()
 		l.opts.Log.Warn("tcp upstream connect failed", "listener", l.name, "cluster", chain.Cluster, "host", host, "err", err)
 		return
 	}
@@ -161,17 +161,17 @@ func (l *Listener) handle(down *net.TCPConn) {
 	}
 	defer l.untrack(up)
 	cs.Sessions.Inc()
-	l.stats.TCPConn(chain.Cluster)
+	l.stats.Conn(chain.Cluster)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		n, _ := io.Copy(up, down)
-		l.stats.TCPBytesUp.Add(float64(n))
+		l.stats.BytesUp.Add(float64(n))
 		_ = up.CloseWrite()
 	}()
 	n, _ := io.Copy(down, up)
-	l.stats.TCPBytesDown.Add(float64(n))
+	l.stats.BytesDown.Add(float64(n))
 	_ = down.CloseWrite()
 	wg.Wait()
 }

@@ -144,19 +144,6 @@ func (s *Server) Set(t testing.TB, node string, res map[resource.Type][]types.Re
 	return v
 }
 
-// Acked reports whether the server has seen an ACK (a request with a
-// nonce and no error) of typeURL after any NACK seen so far, and the last
-// error detail if the latest response of the type was NACKed.
-func (s *Server) LastResponseOutcome(typeURL string) (nonce string, nack string) {
-	for _, r := range s.Requests() {
-		if r.GetTypeUrl() != typeURL || r.GetResponseNonce() == "" {
-			continue
-		}
-		nonce, nack = r.GetResponseNonce(), r.GetErrorDetail().GetMessage()
-	}
-	return nonce, nack
-}
-
 // Service is one service as the agent would publish it.
 type Service struct {
 	Name      string // cluster suffix, e.g. "svc-a.default"

@@ -2,18 +2,22 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
+	"github.com/aether-mesh/aether/mesh/proxy/listener"
 )
 
 // recording is an xDS client whose stream is broken: every subscription
@@ -87,4 +91,54 @@ func TestCDSRefusedWhole(t *testing.T) {
 	if len(p.active) != 0 || len(p.warming) != 0 || len(r.subs) != 0 {
 		t.Fatalf("a refused response left active %v, warming %v, subscriptions %v", p.active, p.warming, r.subs)
 	}
+}
+
+func listenerResources(t *testing.T, ls ...*listenerv3.Listener) []*discoveryv3.Resource {
+	t.Helper()
+	var out []*discoveryv3.Resource
+	for _, l := range ls {
+		a, err := anypb.New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &discoveryv3.Resource{Name: l.GetName(), Version: "v1", Resource: a})
+	}
+	return out
+}
+
+// When a listener takes over the address of one the same response
+// removes, the departing one has to close first; if the new one then fails
+// to bind, the departing one is bound again and nothing of the response is
+// applied: its address answers again, under its old name.
+func TestFailedHandoverRestoresTheHolder(t *testing.T) {
+	p, _ := offline(t)
+	t.Cleanup(p.Close)
+	free, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint32(free.Addr().(*net.TCPAddr).Port)
+	_ = free.Close()
+	if err := p.OnUpdate(resource.ListenerType, listenerResources(t, proxytest.LoopbackTCPListener("tcp-a", port)), nil); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("injected bind failure")
+	p.listen = func(s *listener.Spec) (running, error) {
+		if s.Name == "tcp-b" {
+			return running{}, refused
+		}
+		return p.open(s)
+	}
+	err = p.OnUpdate(resource.ListenerType, listenerResources(t, proxytest.LoopbackTCPListener("tcp-b", port)), []string{"tcp-a"})
+	if !errors.Is(err, refused) || !strings.Contains(err.Error(), `Listener "tcp-b"`) {
+		t.Fatalf("error %v, want the injected failure naming tcp-b", err)
+	}
+	if got := p.Listeners(); !slices.Equal(got, []string{"tcp-a"}) {
+		t.Fatalf("listeners after the failed response: %v, want [tcp-a]", got)
+	}
+	c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatalf("tcp-a's address does not answer after the failed handover: %v", err)
+	}
+	_ = c.Close()
 }

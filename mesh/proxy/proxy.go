@@ -79,8 +79,9 @@ type Options struct {
 type Proxy struct {
 	opts   Options
 	client *xds.Client
-	// sub is client; tests replace it.
-	sub subscriber
+	// sub is client and listen is open; tests replace them.
+	sub    subscriber
+	listen func(*listener.Spec) (running, error)
 
 	mu sync.Mutex
 	// active clusters route traffic; warming ones wait for their EDS.
@@ -125,7 +126,7 @@ func New(o Options) *Proxy {
 		Target: o.XDS, Node: &corev3.Node{Id: o.Node}, Handler: p, Log: o.Log,
 		Observe: o.Metrics.XDS,
 	}
-	p.sub = p.client
+	p.sub, p.listen = p.client, p.open
 	return p
 }
 
@@ -397,7 +398,7 @@ func (r running) update(s *listener.Spec) {
 	}
 }
 
-func (p *Proxy) listen(s *listener.Spec) (running, error) {
+func (p *Proxy) open(s *listener.Spec) (running, error) {
 	if s.UDP != nil {
 		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		return running{u: u}, err

@@ -38,12 +38,20 @@ func (r *rateLog) allow(now time.Time) (ok bool, suppressed int) {
 	return true, suppressed
 }
 
-// clock is the accept loop's time; tests replace it to count and skip the
-// waits.
+// clock is the listener's time: the accept loop's waits and the idle
+// timers. Tests replace it to drive time by hand instead of waiting.
 type clock struct {
 	now func() time.Time
 	// sleep waits d and reports true, or false once stop is closed.
 	sleep func(d time.Duration, stop <-chan struct{}) bool
+	// afterFunc runs f in its own goroutine once d has passed.
+	afterFunc func(d time.Duration, f func()) timer
+}
+
+// timer is the part of *time.Timer an idle watch uses.
+type timer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
 }
 
 var realClock = clock{
@@ -58,4 +66,5 @@ var realClock = clock{
 			return false
 		}
 	},
+	afterFunc: func(d time.Duration, f func()) timer { return time.AfterFunc(d, f) },
 }

@@ -16,10 +16,10 @@ import (
 // tcp_proxy idle_timeout (zero: none).
 func (l *Listener) pipe(down, up *net.TCPConn, idle time.Duration) {
 	abort := sync.OnceFunc(func() { _ = down.Close(); _ = up.Close() })
-	var act activity
+	act := &activity{now: l.clock.now}
 	act.touch()
 	if idle > 0 {
-		w := watchIdle(&act, idle, func() { l.stats.IdleTimeouts.Inc(); abort() })
+		w := watchIdle(l.clock, act, idle, func() { l.stats.IdleTimeouts.Inc(); abort() })
 		defer w.stop()
 	}
 	finish := func(dst *net.TCPConn, err error) {
@@ -31,11 +31,11 @@ func (l *Listener) pipe(down, up *net.TCPConn, idle time.Duration) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		n, err := copyConn(up, down, &act)
+		n, err := copyConn(up, down, act)
 		l.stats.BytesUp.Add(float64(n))
 		finish(up, err)
 	})
-	n, err := copyConn(down, up, &act)
+	n, err := copyConn(down, up, act)
 	l.stats.BytesDown.Add(float64(n))
 	finish(down, err)
 	wg.Wait()
@@ -70,26 +70,29 @@ func copyConn(dst, src *net.TCPConn, act *activity) (int64, error) {
 }
 
 // activity is when a byte last moved either way.
-type activity struct{ last atomic.Int64 }
+type activity struct {
+	now  func() time.Time
+	last atomic.Int64
+}
 
-func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+func (a *activity) touch() { a.last.Store(a.now().UnixNano()) }
 
-func (a *activity) since() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
+func (a *activity) since() time.Duration { return a.now().Sub(time.Unix(0, a.last.Load())) }
 
 // idleWatch fires expire once activity has been still for idle. Its timer
 // fires at most once per idle window: when bytes moved meanwhile it re-arms
 // for the rest of the window instead of being reset on every read.
 type idleWatch struct {
 	mu      sync.Mutex
-	t       *time.Timer
+	t       timer
 	stopped bool
 }
 
-func watchIdle(act *activity, idle time.Duration, expire func()) *idleWatch {
+func watchIdle(clk clock, act *activity, idle time.Duration, expire func()) *idleWatch {
 	w := &idleWatch{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.t = time.AfterFunc(idle, func() {
+	w.t = clk.afterFunc(idle, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.stopped {

@@ -249,7 +249,8 @@ func TestAcceptBacksOff(t *testing.T) {
 	var callsAtWait []int64
 	now := time.Unix(0, 0)
 	clk := clock{
-		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		afterFunc: realClock.afterFunc,
+		now:       func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
 		sleep: func(d time.Duration, _ <-chan struct{}) bool {
 			mu.Lock()
 			defer mu.Unlock()

@@ -155,6 +155,45 @@ func TestIdleTimeoutClosesBothSides(t *testing.T) {
 	}
 }
 
+// An upstream reset closes the downstream connection too, instead of
+// half-closing it and waiting on a client that may never close its side:
+// the proxy holds no connection afterwards although the client keeps its
+// socket open and silent.
+func TestUpstreamResetClosesBothSides(t *testing.T) {
+	reset := make(chan struct{})
+	cs := backend(t, func(c *net.TCPConn) {
+		<-reset
+		// Closed with linger 0: an RST, not a FIN.
+		_ = c.SetLinger(0)
+	})
+	l, _ := listen(t, spec(time.Hour), cs)
+	c := dial(t, l)
+	waitTracked(t, l, 2, "the proxy to hold both connections")
+	close(reset)
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the client read data from a backend that sent none")
+	}
+	waitTracked(t, l, 0, "the proxy to release both connections after the upstream reset")
+}
+
+// waitTracked waits until the listener holds n connections.
+func waitTracked(t *testing.T, l *Listener, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for tracked(l) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: it holds %d connections", what, tracked(l))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func tracked(l *Listener) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
 // A chain whose cluster is not active closes the connection and counts it
 // as no_cluster, not as an upstream error.
 func TestNoActiveClusterIsCountedAsSuch(t *testing.T) {

@@ -206,3 +206,34 @@ func TestListenerAddressHandedOverInOneResponse(t *testing.T) {
 	}
 	_ = c.Close()
 }
+
+// A TCP listener's series are aether_proxy_tcp_* only: a scrape shows no
+// UDP datagram counters for it.
+func TestTCPListenerHasOnlyTCPSeries(t *testing.T) {
+	srv := proxytest.NewServer(t)
+	srv.Set(t, node, snapshotWith(proxytest.LoopbackTCPListener("tcp-only", 0)))
+	p := runProxy(t, srv)
+	waitFor(t, "tcp-only to run", func() bool { return slices.Contains(p.Listeners(), "tcp-only") })
+	fams, err := p.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tcp, other []string
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "listener" || l.GetValue() != "tcp-only" {
+					continue
+				}
+				if strings.HasPrefix(f.GetName(), "aether_proxy_tcp_") {
+					tcp = append(tcp, f.GetName())
+				} else {
+					other = append(other, f.GetName())
+				}
+			}
+		}
+	}
+	if len(other) > 0 || len(tcp) == 0 {
+		t.Fatalf("listener tcp-only has series %v besides %v, want aether_proxy_tcp_* only", other, tcp)
+	}
+}

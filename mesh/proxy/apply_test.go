@@ -130,7 +130,7 @@ func TestFailedHandoverRestoresTheHolder(t *testing.T) {
 		return p.open(s)
 	}
 	err = p.OnUpdate(resource.ListenerType, listenerResources(t, proxytest.LoopbackTCPListener("tcp-b", port)), []string{"tcp-a"})
-	if !errors.Is(err, refused) || !strings.Contains(err.Error(), `Listener "tcp-b"`) {
+	if !errors.Is(err, refused) || !strings.Contains(err.Error(), `Listener "tcp-b".address`) {
 		t.Fatalf("error %v, want the injected failure naming tcp-b", err)
 	}
 	if got := p.Listeners(); !slices.Equal(got, []string{"tcp-a"}) {

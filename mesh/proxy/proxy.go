@@ -491,7 +491,7 @@ func (p *Proxy) openLocked(pl listenerPlan) (map[string]running, error) {
 		for _, r := range opened {
 			r.close()
 		}
-		err = fmt.Errorf("Listener %q: %w", name, err)
+		err = fmt.Errorf("Listener %q.address: %w", name, err)
 		return nil, errors.Join(err, p.restoreLocked(closed))
 	}
 	for _, s := range pl.fresh {

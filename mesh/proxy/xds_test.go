@@ -149,8 +149,8 @@ func TestListenerMoveBindsBeforeClosing(t *testing.T) {
 	port := uint32(taken.LocalAddr().(*net.UDPAddr).Port)
 	srv.Set(t, node, snapshotWith(proxytest.LoopbackUDPListener("udp-move", port, udpProxyConfig("s"))))
 	nack := srv.WaitRequest(t, "an LDS NACK", nacked(resource.ListenerType))
-	if msg := nack.GetErrorDetail().GetMessage(); !strings.Contains(msg, `Listener "udp-move"`) {
-		t.Errorf("NACK error_detail %q does not name the listener", msg)
+	if msg := nack.GetErrorDetail().GetMessage(); !strings.Contains(msg, `Listener "udp-move".address`) {
+		t.Errorf("NACK error_detail %q does not name the listener's address", msg)
 	}
 	if got := p.UDPListener("udp-move"); got != old {
 		t.Fatalf("after a failed move the running listener is %v, want the old one still running", got)

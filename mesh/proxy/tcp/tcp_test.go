@@ -35,7 +35,7 @@ func (c clusters) Active(name string) *cluster.Cluster { return c[name] }
 
 // backend serves every connection with fn on a loopback port until test
 // cleanup, and returns the cluster that points at it.
-func backend(t *testing.T, fn func(c *net.TCPConn)) clusters {
+func backend(t testing.TB, fn func(c *net.TCPConn)) clusters {
 	t.Helper()
 	ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
 	if err != nil {

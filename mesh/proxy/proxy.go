@@ -13,7 +13,12 @@
 //     arrive, and a cluster whose EDS name changes keeps serving the old
 //     endpoints until the new ones arrive.
 //   - A listener whose socket (protocol, address, netns, transparent) is
-//     unchanged is updated in place, so its live sessions survive.
+//     unchanged is updated in place, so its live sessions survive. A
+//     changed socket is bound before the old one closes; only when the new
+//     socket needs the very address a departing listener holds does that
+//     one close first, and it is bound again if the update fails.
+//   - A CDS response's EDS subscription is recorded even when its send
+//     fails: that failure ends the stream, and the next stream requests it.
 package proxy
 
 import (
@@ -22,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -74,6 +80,9 @@ type Options struct {
 type Proxy struct {
 	opts   Options
 	client *xds.Client
+	// sub is client and listen is open; tests replace them.
+	sub    subscriber
+	listen func(*listener.Spec) (running, error)
 
 	mu sync.Mutex
 	// active clusters route traffic; warming ones wait for their EDS.
@@ -83,12 +92,16 @@ type Proxy struct {
 	// a listener closing under p.mu never waits on a datagram that waits
 	// on p.mu.
 	published atomic.Pointer[map[string]*cluster.Cluster]
-	udp       map[string]*udp.Listener
-	tcp       map[string]*tcp.Listener
+	listeners map[string]running
 	specs     map[string]*listener.Spec
 	lds       bool
 	ldsTimer  *time.Timer
 	listening chan struct{}
+}
+
+// subscriber is the part of the xDS client updates use.
+type subscriber interface {
+	Subscribe(typeURL string, names ...string) error
 }
 
 // New makes a proxy; Run connects it.
@@ -104,13 +117,14 @@ func New(o Options) *Proxy {
 	}
 	p := &Proxy{
 		opts: o, active: map[string]*cluster.Cluster{}, warming: map[string]*cluster.Cluster{},
-		udp: map[string]*udp.Listener{}, tcp: map[string]*tcp.Listener{}, specs: map[string]*listener.Spec{},
+		listeners: map[string]running{}, specs: map[string]*listener.Spec{},
 		listening: make(chan struct{}),
 	}
 	p.client = &xds.Client{
 		Target: o.XDS, Node: &corev3.Node{Id: o.Node}, Handler: p, Log: o.Log,
 		Observe: o.Metrics.XDS,
 	}
+	p.sub, p.listen = p.client, p.open
 	return p
 }
 
@@ -122,7 +136,7 @@ func (p *Proxy) ListenersRequested() <-chan struct{} { return p.listening }
 
 // Run serves until ctx ends, then closes every listener.
 func (p *Proxy) Run(ctx context.Context) error {
-	if err := p.client.Subscribe(resource.ClusterType); err != nil {
+	if err := p.sub.Subscribe(resource.ClusterType); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -140,13 +154,9 @@ func (p *Proxy) Close() {
 	if p.ldsTimer != nil {
 		p.ldsTimer.Stop()
 	}
-	for n, l := range p.udp {
-		_ = l.Close()
-		delete(p.udp, n)
-	}
-	for n, l := range p.tcp {
-		_ = l.Close()
-		delete(p.tcp, n)
+	for n, l := range p.listeners {
+		l.close()
+		delete(p.listeners, n)
 	}
 }
 
@@ -172,7 +182,7 @@ func (p *Proxy) requestListeners() {
 	p.lds = true
 	close(p.listening)
 	p.mu.Unlock()
-	if err := p.client.Subscribe(resource.ListenerType); err != nil {
+	if err := p.sub.Subscribe(resource.ListenerType); err != nil {
 		p.opts.Log.Warn("LDS subscription deferred to the next stream", "err", err)
 	}
 }
@@ -237,8 +247,10 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 		p.requestListenersIfWarm()
 		return nil
 	}
-	if err := p.client.Subscribe(resource.EndpointType, eds...); err != nil {
-		return fmt.Errorf("failed to subscribe to endpoints %v: %w", eds, err)
+	if err := p.sub.Subscribe(resource.EndpointType, eds...); err != nil {
+		// The clusters stand: the response was valid, and the failed send
+		// ended the stream, whose successor subscribes to these names.
+		p.opts.Log.Warn("EDS subscription deferred to the next stream", "names", eds, "err", err)
 	}
 	p.requestListenersIfWarm()
 	return nil
@@ -310,9 +322,11 @@ func (p *Proxy) onEndpoints(rs []*discoveryv3.Resource, removed []string) error 
 
 func (p *Proxy) clustersChanged() {
 	p.mu.Lock()
-	ls := make([]*udp.Listener, 0, len(p.udp))
-	for _, l := range p.udp {
-		ls = append(ls, l)
+	ls := make([]*udp.Listener, 0, len(p.listeners))
+	for _, l := range p.listeners {
+		if l.u != nil {
+			ls = append(ls, l.u)
+		}
 	}
 	p.mu.Unlock()
 	for _, l := range ls {
@@ -321,130 +335,250 @@ func (p *Proxy) clustersChanged() {
 }
 
 func (p *Proxy) onListeners(rs []*discoveryv3.Resource, removed []string) error {
-	specs := make([]*listener.Spec, 0, len(rs))
-	for _, r := range rs {
-		var l listenerv3.Listener
-		if err := r.GetResource().UnmarshalTo(&l); err != nil {
-			return fmt.Errorf("Listener %q: not a %s: %w", r.GetName(), resource.ListenerType, err)
-		}
-		if l.GetName() != r.GetName() {
-			return fmt.Errorf("Listener %q: resource is named %q", l.GetName(), r.GetName())
-		}
-		s, err := listener.FromProto(&l)
-		if err != nil {
-			return err
-		}
-		specs = append(specs, s)
+	specs, err := compileListeners(rs)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.checkSocketsLocked(specs, removed); err != nil {
 		return err
 	}
-	// Open every new socket before touching running ones, so a failure
-	// rolls back to exactly the previous configuration.
-	type opened struct {
-		spec *listener.Spec
-		u    *udp.Listener
-		t    *tcp.Listener
+	pl := p.planLocked(specs, removed)
+	opened, err := p.openLocked(pl)
+	if err != nil {
+		return err
 	}
-	var fresh []opened
-	rollback := func() {
-		for _, o := range fresh {
-			if o.u != nil {
-				_ = o.u.Close()
-			}
-			if o.t != nil {
-				_ = o.t.Close()
-			}
-		}
-	}
-	var replaced []string
-	for _, s := range specs {
-		if old := p.specs[s.Name]; old != nil && old.Socket == s.Socket {
-			continue
-		}
-		if old := p.specs[s.Name]; old != nil {
-			// The socket changes: the old one must go first, since both
-			// may want the same address. Envoy drains it; a datagram
-			// proxy has nothing to drain.
-			p.closeLocked(s.Name)
-			replaced = append(replaced, s.Name)
-		}
-		o := opened{spec: s}
-		var err error
-		if s.UDP != nil {
-			o.u, err = udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
-		} else {
-			o.t, err = tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
-		}
-		if err != nil {
-			rollback()
-			if len(replaced) > 0 {
-				err = fmt.Errorf("%w (listeners %v were closed to rebind and are down until a valid update)", err, replaced)
-				for _, n := range replaced {
-					delete(p.specs, n)
-				}
-			}
-			return fmt.Errorf("Listener %q: %w", s.Name, err)
-		}
-		fresh = append(fresh, o)
-	}
-	for _, n := range removed {
-		p.closeLocked(n)
-		delete(p.specs, n)
-	}
-	for _, o := range fresh {
-		if o.u != nil {
-			p.udp[o.spec.Name] = o.u
-		} else {
-			p.tcp[o.spec.Name] = o.t
-		}
-		p.specs[o.spec.Name] = o.spec
-	}
-	for _, s := range specs {
-		if u := p.udp[s.Name]; u != nil && p.specs[s.Name] != s {
-			u.Update(s.UDP)
-		}
-		if t := p.tcp[s.Name]; t != nil && p.specs[s.Name] != s {
-			t.Update(s.TCP)
-		}
-		p.specs[s.Name] = s
-	}
+	p.commitLocked(pl, opened)
 	return nil
 }
 
-func (p *Proxy) closeLocked(name string) {
-	if l := p.udp[name]; l != nil {
-		_ = l.Close()
-		delete(p.udp, name)
+func compileListeners(rs []*discoveryv3.Resource) ([]*listener.Spec, error) {
+	specs := make([]*listener.Spec, 0, len(rs))
+	for _, r := range rs {
+		var l listenerv3.Listener
+		if err := r.GetResource().UnmarshalTo(&l); err != nil {
+			return nil, fmt.Errorf("Listener %q: not a %s: %w", r.GetName(), resource.ListenerType, err)
+		}
+		if l.GetName() != r.GetName() {
+			return nil, fmt.Errorf("Listener %q: resource is named %q", l.GetName(), r.GetName())
+		}
+		s, err := listener.FromProto(&l)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
 	}
-	if l := p.tcp[name]; l != nil {
-		_ = l.Close()
-		delete(p.tcp, name)
+	return specs, nil
+}
+
+// running is one listener's socket: a UDP or a TCP listener.
+type running struct {
+	u *udp.Listener
+	t *tcp.Listener
+}
+
+func (r running) close() {
+	if r.u != nil {
+		_ = r.u.Close()
+	}
+	if r.t != nil {
+		_ = r.t.Close()
 	}
 }
 
-// checkSocketsLocked refuses two listeners on one socket, as the kernel
+func (r running) update(s *listener.Spec) {
+	if r.u != nil {
+		r.u.Update(s.UDP)
+	}
+	if r.t != nil {
+		r.t.Update(s.TCP)
+	}
+}
+
+func (p *Proxy) open(s *listener.Spec) (running, error) {
+	if s.UDP != nil {
+		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		return running{u: u}, err
+	}
+	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
+	return running{t: t}, err
+}
+
+// bindKey is what the kernel binds once: a second socket on it fails with
+// EADDRINUSE until the first is closed. Port 0 (ephemeral) binds anywhere.
+type bindKey struct {
+	proto corev3.SocketAddress_Protocol
+	addr  netip.AddrPort
+	netns string
+}
+
+func bindOf(s *listener.Spec) (bindKey, bool) {
+	return bindKey{s.Socket.Protocol, s.Socket.Addr, s.Socket.NetnsPath}, s.Socket.Addr.Port() != 0
+}
+
+// listenerPlan is what one LDS response does to the running sockets.
+type listenerPlan struct {
+	specs []*listener.Spec
+	// keep: same socket, updated in place so live sessions survive.
+	keep []*listener.Spec
+	// fresh: a new socket on an address no departing listener holds; it
+	// is bound before anything running is touched.
+	fresh []*listener.Spec
+	// handover: a new socket on the address of a listener this response
+	// ends (its holder), which must close first.
+	handover []handover
+	// gone: running listeners this response replaces or removes.
+	gone []string
+	// removed: names this response deletes.
+	removed []string
+}
+
+type handover struct {
+	spec   *listener.Spec
+	holder string
+}
+
+func (p *Proxy) planLocked(specs []*listener.Spec, removed []string) listenerPlan {
+	pl := listenerPlan{specs: specs}
+	updated := map[string]bool{}
+	var open []*listener.Spec
+	for _, s := range specs {
+		updated[s.Name] = true
+		switch old := p.specs[s.Name]; {
+		case old != nil && old.Socket == s.Socket:
+			pl.keep = append(pl.keep, s)
+		case old != nil:
+			pl.gone = append(pl.gone, s.Name)
+			open = append(open, s)
+		default:
+			open = append(open, s)
+		}
+	}
+	for _, n := range removed {
+		if !updated[n] && p.specs[n] != nil {
+			pl.gone = append(pl.gone, n)
+			pl.removed = append(pl.removed, n)
+		}
+	}
+	held := map[bindKey]string{}
+	for _, n := range pl.gone {
+		if k, ok := bindOf(p.specs[n]); ok {
+			held[k] = n
+		}
+	}
+	for _, s := range open {
+		if k, ok := bindOf(s); ok && held[k] != "" {
+			pl.handover = append(pl.handover, handover{spec: s, holder: held[k]})
+			continue
+		}
+		pl.fresh = append(pl.fresh, s)
+	}
+	return pl
+}
+
+// openLocked binds every socket the plan needs. Fresh ones come first and
+// disturb nothing; a handover closes its holder just before binding. On
+// any failure everything opened is closed and every closed holder is
+// bound again from its running spec, so the previous configuration runs
+// on (a rebound UDP holder has lost its sessions).
+func (p *Proxy) openLocked(pl listenerPlan) (map[string]running, error) {
+	opened := map[string]running{}
+	var closed []string
+	fail := func(name string, err error) (map[string]running, error) {
+		for _, r := range opened {
+			r.close()
+		}
+		err = fmt.Errorf("Listener %q.address: %w", name, err)
+		return nil, errors.Join(err, p.restoreLocked(closed))
+	}
+	for _, s := range pl.fresh {
+		r, err := p.listen(s)
+		if err != nil {
+			return fail(s.Name, err)
+		}
+		opened[s.Name] = r
+	}
+	for _, h := range pl.handover {
+		p.listeners[h.holder].close()
+		closed = append(closed, h.holder)
+		r, err := p.listen(h.spec)
+		if err != nil {
+			return fail(h.spec.Name, err)
+		}
+		opened[h.spec.Name] = r
+	}
+	return opened, nil
+}
+
+// restoreLocked binds closed listeners again from their running specs. One
+// that cannot be bound is down until a valid update, and the error says so.
+func (p *Proxy) restoreLocked(closed []string) error {
+	var errs []error
+	for _, n := range closed {
+		r, err := p.listen(p.specs[n])
+		if err != nil {
+			delete(p.listeners, n)
+			delete(p.specs, n)
+			errs = append(errs, fmt.Errorf("listener %q was closed to free its address and could not be bound again; it is down until a valid update: %w", n, err))
+			continue
+		}
+		p.listeners[n] = r
+	}
+	return errors.Join(errs...)
+}
+
+// commitLocked swaps the opened sockets in, closes the ones they replace
+// (after the new ones are bound) and updates the kept ones in place.
+func (p *Proxy) commitLocked(pl listenerPlan, opened map[string]running) {
+	handedOver := map[string]bool{}
+	for _, h := range pl.handover {
+		handedOver[h.holder] = true
+	}
+	for _, n := range pl.gone {
+		if !handedOver[n] {
+			p.listeners[n].close()
+		}
+		delete(p.listeners, n)
+	}
+	for _, n := range pl.removed {
+		delete(p.specs, n)
+	}
+	for n, r := range opened {
+		p.listeners[n] = r
+	}
+	for _, s := range pl.keep {
+		p.listeners[s.Name].update(s)
+	}
+	for _, s := range pl.specs {
+		p.specs[s.Name] = s
+	}
+}
+
+// checkSocketsLocked refuses two listeners on one address, as the kernel
 // (and Envoy) would with EADDRINUSE, before anything is opened.
 func (p *Proxy) checkSocketsLocked(specs []*listener.Spec, removed []string) error {
-	owner := map[listener.Socket]string{}
+	owner := map[bindKey]string{}
 	updated := map[string]bool{}
 	for _, s := range specs {
 		updated[s.Name] = true
 	}
 	for n, s := range p.specs {
-		if !updated[n] && !slices.Contains(removed, n) {
-			owner[s.Socket] = n
+		if k, ok := bindOf(s); ok && !updated[n] && !slices.Contains(removed, n) {
+			owner[k] = n
 		}
 	}
 	var errs []error
 	for _, s := range specs {
-		if other, ok := owner[s.Socket]; ok {
+		k, ok := bindOf(s)
+		if !ok {
+			continue
+		}
+		if other, taken := owner[k]; taken {
 			errs = append(errs, fmt.Errorf("Listener %q.address: %s/%s in netns %q is already used by listener %q", s.Name, s.Socket.Protocol, s.Socket.Addr, s.Socket.NetnsPath, other))
 			continue
 		}
-		owner[s.Socket] = s.Name
+		owner[k] = s.Name
 	}
 	return errors.Join(errs...)
 }
@@ -453,7 +587,7 @@ func (p *Proxy) checkSocketsLocked(specs []*listener.Spec, removed []string) err
 func (p *Proxy) UDPListener(name string) *udp.Listener {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.udp[name]
+	return p.listeners[name].u
 }
 
 // Listeners lists the running listeners' names.

@@ -192,15 +192,6 @@ type Cluster struct {
 	hosts   []Endpoint
 	current []int64
 	total   int64
-	warm    bool
-}
-
-// Warm reports whether the cluster has its endpoints (EDS arrived, or
-// STATIC): Envoy does not route to a cluster that is still warming.
-func (c *Cluster) Warm() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.warm
 }
 
 // SetAssignment replaces the endpoints, resetting the round-robin state.
@@ -217,7 +208,6 @@ func (c *Cluster) SetAssignment(a *Assignment) {
 		c.total += int64(e.Weight)
 	}
 	c.current = make([]int64, len(c.hosts))
-	c.warm = true
 }
 
 // Endpoints returns a copy of the current hosts.

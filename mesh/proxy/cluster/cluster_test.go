@@ -13,7 +13,7 @@ import (
 )
 
 // Weights split picks exactly within each window of total weight; an
-// unhealthy host gets none; an EDS cluster is cold until its endpoints come.
+// unhealthy host gets none; an EDS cluster has no host until its endpoints come.
 func TestWeightedPick(t *testing.T) {
 	a, b, c := netip.MustParseAddrPort("10.244.2.2:1"), netip.MustParseAddrPort("10.244.2.3:1"), netip.MustParseAddrPort("10.244.2.4:1")
 	la := proxytest.Assignment("udp:s", a, b, c)
@@ -29,8 +29,8 @@ func TestWeightedPick(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := cluster.New(spec)
-	if cl.Warm() {
-		t.Fatal("an EDS cluster is warm before its endpoints arrived")
+	if h, err := cl.Pick(); err == nil {
+		t.Fatalf("an EDS cluster picked %s before its endpoints arrived", h)
 	}
 	cl.SetAssignment(asg)
 	got := map[netip.AddrPort]int{}

@@ -29,8 +29,13 @@ const (
 	TCPProxyFilter = "envoy.filters.network.tcp_proxy"
 )
 
-// DefaultIdleTimeout is udp_proxy's default session idle timeout.
-const DefaultIdleTimeout = 60 * time.Second
+// Envoy's defaults for an unset idle_timeout: udp_proxy ends a session
+// after a minute; tcp_proxy closes a connection after an hour with no bytes
+// either way.
+const (
+	DefaultUDPIdleTimeout = 60 * time.Second
+	DefaultTCPIdleTimeout = time.Hour
+)
 
 // Socket is what identifies a listener's kernel socket. Two specs with the
 // same Socket share it across an update, so live sessions survive.
@@ -67,6 +72,9 @@ type Chain struct {
 	Prefixes   []netip.Prefix
 	Cluster    string
 	StatPrefix string
+	// IdleTimeout closes a connection after this long with no bytes
+	// either way; zero disables it, as an explicit 0s does in Envoy.
+	IdleTimeout time.Duration
 }
 
 // Clusters lists the clusters the listener refers to.
@@ -179,7 +187,7 @@ func udpFilter(lfs []*listenerv3.ListenerFilter, path string) (*UDP, error) {
 	if err := fields.Only(&cfg, fp, "stat_prefix", "idle_timeout", "matcher", "cluster"); err != nil {
 		return nil, err
 	}
-	u := &UDP{StatPrefix: cfg.GetStatPrefix(), IdleTimeout: DefaultIdleTimeout}
+	u := &UDP{StatPrefix: cfg.GetStatPrefix(), IdleTimeout: DefaultUDPIdleTimeout}
 	if cfg.GetIdleTimeout() != nil {
 		u.IdleTimeout = cfg.GetIdleTimeout().AsDuration()
 		if u.IdleTimeout <= 0 {
@@ -199,6 +207,22 @@ func udpFilter(lfs []*listenerv3.ListenerFilter, path string) (*UDP, error) {
 		return nil, fmt.Errorf("%s: route_specifier is missing", fp)
 	}
 	return u, nil
+}
+
+// tcpIdleTimeout is tcp_proxy's idle_timeout: absent is Envoy's default,
+// an explicit zero disables it.
+func tcpIdleTimeout(tp *tcpproxyv3.TcpProxy, fp string) (time.Duration, error) {
+	d := tp.GetIdleTimeout()
+	if d == nil {
+		return DefaultTCPIdleTimeout, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, fmt.Errorf("%s.idle_timeout: %w", fp, err)
+	}
+	if d.AsDuration() < 0 {
+		return 0, fmt.Errorf("%s.idle_timeout: %s, want 0s (disabled) or a positive duration", fp, d.AsDuration())
+	}
+	return d.AsDuration(), nil
 }
 
 func tcpChains(fcs []*listenerv3.FilterChain, path string) (*TCP, error) {
@@ -257,13 +281,18 @@ func tcpChains(fcs []*listenerv3.FilterChain, path string) (*TCP, error) {
 		if err := tp.ValidateAll(); err != nil {
 			return nil, fmt.Errorf("%s: %w", fp, err)
 		}
-		if err := fields.Only(&tp, fp, "stat_prefix", "cluster"); err != nil {
+		if err := fields.Only(&tp, fp, "stat_prefix", "cluster", "idle_timeout"); err != nil {
 			return nil, err
 		}
 		if tp.GetCluster() == "" {
 			return nil, fmt.Errorf("%s.cluster: missing", fp)
 		}
 		c.Cluster, c.StatPrefix = tp.GetCluster(), tp.GetStatPrefix()
+		idle, err := tcpIdleTimeout(&tp, fp)
+		if err != nil {
+			return nil, err
+		}
+		c.IdleTimeout = idle
 		t.Chains = append(t.Chains, c)
 	}
 	if len(t.Chains) == 0 {

@@ -1,6 +1,8 @@
-// Package metrics holds the proxy's Prometheus counters: per listener and
-// per cluster datagrams, bytes, sessions, drops by reason and errors, TCP
-// connections, and xDS updates by outcome. The suites read them as the
+// Package metrics holds the proxy's Prometheus counters: per UDP listener
+// datagrams, bytes, sessions and drops by reason (aether_proxy_udp_*), per
+// TCP listener connections, refusals, errors and bytes (aether_proxy_tcp_*),
+// per cluster traffic and errors, and xDS updates by outcome. Each listener
+// registers only its own protocol's series. The suites read them as the
 // independent witness of where a datagram went (or that it went nowhere).
 //
 // Handles are resolved once per listener or cluster, never per datagram.
@@ -26,6 +28,9 @@ const (
 	DropNoHealthy = "none_healthy"
 	// DropUpstreamError: the upstream socket could not be made or written.
 	DropUpstreamError = "upstream_error"
+	// DropNoOriginalDestination: the datagram carried no IP_PKTINFO, so
+	// its ClusterIP, and with it its route, is unknown.
+	DropNoOriginalDestination = "no_original_destination"
 )
 
 // Metrics is one proxy's registry.
@@ -37,18 +42,23 @@ type Metrics struct {
 	udpActive                            *prometheus.GaugeVec
 	clTx, clTxBytes, clRx, clRxBytes     *prometheus.CounterVec
 	clSessions, clNoneHealthy, clErrors  *prometheus.CounterVec
-	tcpConns, tcpNoChain, tcpErrors      *prometheus.CounterVec
-	tcpBytes                             *prometheus.CounterVec
+	tcpConns, tcpNoChain, tcpNoCluster   *prometheus.CounterVec
+	tcpErrors, tcpAcceptErrors           *prometheus.CounterVec
+	tcpIdleTimeouts, tcpBytes            *prometheus.CounterVec
 	xdsUpdates                           *prometheus.CounterVec
 
-	mu        sync.Mutex
-	listeners map[string]*Listener
-	clusters  map[string]*Cluster
+	mu           sync.Mutex
+	udpListeners map[string]*UDPListener
+	tcpListeners map[string]*TCPListener
+	clusters     map[string]*Cluster
 }
 
 // New makes a registry with every family registered.
 func New() *Metrics {
-	m := &Metrics{Registry: prometheus.NewRegistry(), listeners: map[string]*Listener{}, clusters: map[string]*Cluster{}}
+	m := &Metrics{
+		Registry:     prometheus.NewRegistry(),
+		udpListeners: map[string]*UDPListener{}, tcpListeners: map[string]*TCPListener{}, clusters: map[string]*Cluster{},
+	}
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		m.Registry.MustRegister(v)
@@ -71,7 +81,10 @@ func New() *Metrics {
 	m.clErrors = cv("aether_proxy_cluster_errors_total", "Upstream socket errors.", "cluster")
 	m.tcpConns = cv("aether_proxy_tcp_connections_total", "Accepted TCP connections handed to tcp_proxy, by chosen cluster.", "listener", "cluster")
 	m.tcpNoChain = cv("aether_proxy_tcp_no_filter_chain_match_total", "Accepted connections no filter chain matched.", "listener")
+	m.tcpNoCluster = cv("aether_proxy_tcp_no_cluster_total", "Accepted connections closed because the chain's cluster is unknown or still warming.", "listener")
 	m.tcpErrors = cv("aether_proxy_tcp_errors_total", "TCP connections closed on an upstream error.", "listener")
+	m.tcpAcceptErrors = cv("aether_proxy_tcp_accept_errors_total", "Failed accepts on a TCP listener (each is followed by a backoff).", "listener")
+	m.tcpIdleTimeouts = cv("aether_proxy_tcp_idle_timeouts_total", "Connections closed by tcp_proxy's idle_timeout.", "listener")
 	m.tcpBytes = cv("aether_proxy_tcp_bytes_total", "Bytes proxied over TCP, by direction.", "listener", "direction")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
 	return m
@@ -82,30 +95,22 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }
 
-// Listener is one UDP or TCP listener's counters.
-type Listener struct {
+// UDPListener is one UDP listener's counters.
+type UDPListener struct {
 	Rx, RxBytes, Tx, TxBytes, Sessions prometheus.Counter
 	Active                             prometheus.Gauge
 	NoRoute, NoCluster, NoHealthy      prometheus.Counter
-	UpstreamError                      prometheus.Counter
-	NoChain, TCPErrors                 prometheus.Counter
-	TCPBytesUp, TCPBytesDown           prometheus.Counter
-
-	m    *Metrics
-	name string
+	UpstreamError, NoOriginalDst       prometheus.Counter
 }
 
-// TCPConn counts a connection handed to cluster.
-func (l *Listener) TCPConn(cluster string) { l.m.tcpConns.WithLabelValues(l.name, cluster).Inc() }
-
-// Listener returns the handles for a listener name.
-func (m *Metrics) Listener(name string) *Listener {
+// UDPListener returns the handles for a UDP listener name.
+func (m *Metrics) UDPListener(name string) *UDPListener {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l, ok := m.listeners[name]; ok {
+	if l, ok := m.udpListeners[name]; ok {
 		return l
 	}
-	l := &Listener{
+	l := &UDPListener{
 		Rx: m.udpRx.WithLabelValues(name), RxBytes: m.udpRxBytes.WithLabelValues(name),
 		Tx: m.udpTx.WithLabelValues(name), TxBytes: m.udpTxBytes.WithLabelValues(name),
 		Sessions: m.udpSessions.WithLabelValues(name), Active: m.udpActive.WithLabelValues(name),
@@ -113,11 +118,40 @@ func (m *Metrics) Listener(name string) *Listener {
 		NoCluster:     m.udpDropped.WithLabelValues(name, DropNoCluster),
 		NoHealthy:     m.udpDropped.WithLabelValues(name, DropNoHealthy),
 		UpstreamError: m.udpDropped.WithLabelValues(name, DropUpstreamError),
-		NoChain:       m.tcpNoChain.WithLabelValues(name), TCPErrors: m.tcpErrors.WithLabelValues(name),
-		TCPBytesUp: m.tcpBytes.WithLabelValues(name, "upstream"), TCPBytesDown: m.tcpBytes.WithLabelValues(name, "downstream"),
-		m: m, name: name,
+		NoOriginalDst: m.udpDropped.WithLabelValues(name, DropNoOriginalDestination),
 	}
-	m.listeners[name] = l
+	m.udpListeners[name] = l
+	return l
+}
+
+// TCPListener is one TCP listener's counters.
+type TCPListener struct {
+	NoChain, NoCluster, Errors prometheus.Counter
+	AcceptErrors, IdleTimeouts prometheus.Counter
+	BytesUp, BytesDown         prometheus.Counter
+
+	conns *prometheus.CounterVec
+	name  string
+}
+
+// Conn counts a connection handed to cluster.
+func (l *TCPListener) Conn(cluster string) { l.conns.WithLabelValues(l.name, cluster).Inc() }
+
+// TCPListener returns the handles for a TCP listener name.
+func (m *Metrics) TCPListener(name string) *TCPListener {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.tcpListeners[name]; ok {
+		return l
+	}
+	l := &TCPListener{
+		NoChain: m.tcpNoChain.WithLabelValues(name), NoCluster: m.tcpNoCluster.WithLabelValues(name),
+		Errors: m.tcpErrors.WithLabelValues(name), AcceptErrors: m.tcpAcceptErrors.WithLabelValues(name),
+		IdleTimeouts: m.tcpIdleTimeouts.WithLabelValues(name),
+		BytesUp:      m.tcpBytes.WithLabelValues(name, "upstream"), BytesDown: m.tcpBytes.WithLabelValues(name, "downstream"),
+		conns: m.tcpConns, name: name,
+	}
+	m.tcpListeners[name] = l
 	return l
 }
 

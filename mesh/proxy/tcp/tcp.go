@@ -5,12 +5,17 @@
 // connection is handed to tcp_proxy: one upstream connection from the
 // proxy's own netns, carrying the passthrough mark, to a host of the
 // chain's cluster.
+//
+// Connections follow Envoy's tcp_proxy: a FIN from one side becomes a
+// half-close (CloseWrite) of the other while the other direction keeps
+// flowing; an error either way closes both; idle_timeout closes both after
+// no bytes moved either way for that long. A failing accept (EMFILE, say)
+// backs off instead of spinning.
 package tcp
 
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -39,11 +44,14 @@ type Options struct {
 // Listener is one running TCP capture listener.
 type Listener struct {
 	name     string
-	ln       *net.TCPListener
+	ln       acceptor
 	cfg      atomic.Pointer[listener.TCP]
 	clusters Clusters
 	opts     Options
-	stats    *metrics.Listener
+	stats    *metrics.TCPListener
+	clock    clock
+	// done is closed by Close; it cuts an accept backoff short.
+	done chan struct{}
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -51,23 +59,37 @@ type Listener struct {
 	wg     sync.WaitGroup
 }
 
+// acceptor is the listening socket; tests inject failing ones.
+type acceptor interface {
+	AcceptTCP() (*net.TCPConn, error)
+	Close() error
+	Addr() net.Addr
+}
+
 // Listen opens the listener's socket in its netns and starts accepting.
 func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error) {
+	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	if err != nil {
+		return nil, err
+	}
+	return serve(spec, ln, clusters, o, realClock), nil
+}
+
+func serve(spec *listener.Spec, ln acceptor, clusters Clusters, o Options, clk clock) *Listener {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
-	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
-	if err != nil {
-		return nil, err
+	l := &Listener{
+		name: spec.Name, ln: ln, clusters: clusters, opts: o, stats: o.Metrics.TCPListener(spec.Name),
+		clock: clk, done: make(chan struct{}), conns: map[net.Conn]struct{}{},
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, stats: o.Metrics.Listener(spec.Name), conns: map[net.Conn]struct{}{}}
 	l.cfg.Store(spec.TCP)
 	l.wg.Add(1)
-	go l.serve()
-	return l, nil
+	go l.acceptLoop()
+	return l
 }
 
 // Name is the listener's resource name.
@@ -79,7 +101,10 @@ func (l *Listener) Update(cfg *listener.TCP) { l.cfg.Store(cfg) }
 // Close stops accepting and closes every proxied connection.
 func (l *Listener) Close() error {
 	l.mu.Lock()
-	l.closed = true
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+	}
 	for c := range l.conns {
 		_ = c.Close()
 	}
@@ -105,19 +130,32 @@ func (l *Listener) untrack(c net.Conn) {
 	l.mu.Unlock()
 }
 
-func (l *Listener) serve() {
+// acceptLoop hands each accepted connection to handle. A failed accept is
+// retried after a backoff, as net/http's Server paces one: without it fd
+// exhaustion (EMFILE, ENFILE) turns into a busy loop and a log flood.
+func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
+	var b backoff
+	lg := rateLog{every: acceptLogEvery}
 	for {
 		c, err := l.ln.AcceptTCP()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			l.opts.Log.Warn("tcp accept failed", "listener", l.name, "err", err)
+		if err == nil {
+			b.reset()
+			l.wg.Add(1)
+			go l.handle(c)
 			continue
 		}
-		l.wg.Add(1)
-		go l.handle(c)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		l.stats.AcceptErrors.Inc()
+		delay := b.next()
+		if ok, suppressed := lg.allow(l.clock.now()); ok {
+			l.opts.Log.Warn("tcp accept failed, backing off", "listener", l.name, "err", err, "backoff", delay, "suppressed", suppressed)
+		}
+		if !l.clock.sleep(delay, l.done) {
+			return
+		}
 	}
 }
 
@@ -138,7 +176,7 @@ func (l *Listener) handle(down *net.TCPConn) {
 	cs := l.opts.Metrics.Cluster(chain.Cluster)
 	c := l.clusters.Active(chain.Cluster)
 	if c == nil {
-		l.stats.TCPErrors.Inc()
+		l.stats.NoCluster.Inc()
 		return
 	}
 	host, err := c.Pick()
@@ -151,7 +189,7 @@ func (l *Listener) handle(down *net.TCPConn) {
 	cancel()
 	if err != nil {
 		cs.Errors.Inc()
-		l.stats.TCPErrors.Inc()
+		l.stats.Errors.Inc()
 		l.opts.Log.Warn("tcp upstream connect failed", "listener", l.name, "cluster", chain.Cluster, "host", host, "err", err)
 		return
 	}
@@ -161,19 +199,8 @@ func (l *Listener) handle(down *net.TCPConn) {
 	}
 	defer l.untrack(up)
 	cs.Sessions.Inc()
-	l.stats.TCPConn(chain.Cluster)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n, _ := io.Copy(up, down)
-		l.stats.TCPBytesUp.Add(float64(n))
-		_ = up.CloseWrite()
-	}()
-	n, _ := io.Copy(down, up)
-	l.stats.TCPBytesDown.Add(float64(n))
-	_ = down.CloseWrite()
-	wg.Wait()
+	l.stats.Conn(chain.Cluster)
+	l.pipe(down, up, chain.IdleTimeout)
 }
 
 // Addr is the bound address.

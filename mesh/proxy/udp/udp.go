@@ -67,7 +67,7 @@ type Listener struct {
 	cfg      atomic.Pointer[listener.UDP]
 	clusters Clusters
 	opts     Options
-	stats    *metrics.Listener
+	stats    *metrics.UDPListener
 
 	mu       sync.Mutex
 	sessions map[Key]*session
@@ -111,7 +111,7 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	}
 	l := &Listener{
 		name: spec.Name, conn: c, pc: ipv4.NewPacketConn(c.UDPConn), clusters: clusters, opts: o,
-		stats: o.Metrics.Listener(spec.Name), sessions: map[Key]*session{}, done: make(chan struct{}),
+		stats: o.Metrics.UDPListener(spec.Name), sessions: map[Key]*session{}, done: make(chan struct{}),
 	}
 	l.cfg.Store(spec.UDP)
 	l.wg.Add(2)
@@ -292,7 +292,7 @@ func (l *Listener) route(m *ipv4.Message) *session {
 	l.stats.RxBytes.Add(float64(m.N))
 	meta, err := transparent.ParseControl(m.OOB[:m.NN])
 	if err != nil || !meta.Dst.IsValid() {
-		l.stats.UpstreamError.Inc()
+		l.stats.NoOriginalDst.Inc()
 		return nil
 	}
 	src := m.Addr.(*net.UDPAddr).AddrPort()

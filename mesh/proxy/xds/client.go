@@ -170,14 +170,17 @@ func (c *Client) runStream(ctx context.Context) error {
 	}
 }
 
-// start installs the stream and sends one initial request per subscribed
-// type, with the node on the first and every held version.
+// start sends one initial request per subscribed type, with the node on
+// the first and every held version, and only then installs the stream:
+// one whose initial requests fail is never used, so a later Subscribe is
+// recorded for the next stream instead of sent on a dead one. c.mu is held
+// throughout, so no Subscribe interleaves with the initial requests.
 func (c *Client) start(stream discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sendMu.Lock()
-	c.stream = stream
-	c.sendMu.Unlock()
+	if len(c.order) == 0 {
+		return errors.New("no subscriptions: Subscribe before Run")
+	}
 	for i, t := range c.order {
 		s := c.subs[t]
 		req := &discoveryv3.DeltaDiscoveryRequest{
@@ -188,13 +191,13 @@ func (c *Client) start(stream discoveryv3.AggregatedDiscoveryService_DeltaAggreg
 		if i == 0 {
 			req.Node = c.Node
 		}
-		if err := c.send(req); err != nil {
-			return err
+		if err := stream.Send(req); err != nil {
+			return fmt.Errorf("failed to send the initial %s request to %s: %w", t, c.Target, err)
 		}
 	}
-	if len(c.order) == 0 {
-		return errors.New("no subscriptions: Subscribe before Run")
-	}
+	c.sendMu.Lock()
+	c.stream = stream
+	c.sendMu.Unlock()
 	return nil
 }
 

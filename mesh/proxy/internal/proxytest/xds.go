@@ -144,19 +144,6 @@ func (s *Server) Set(t testing.TB, node string, res map[resource.Type][]types.Re
 	return v
 }
 
-// Acked reports whether the server has seen an ACK (a request with a
-// nonce and no error) of typeURL after any NACK seen so far, and the last
-// error detail if the latest response of the type was NACKed.
-func (s *Server) LastResponseOutcome(typeURL string) (nonce string, nack string) {
-	for _, r := range s.Requests() {
-		if r.GetTypeUrl() != typeURL || r.GetResponseNonce() == "" {
-			continue
-		}
-		nonce, nack = r.GetResponseNonce(), r.GetErrorDetail().GetMessage()
-	}
-	return nonce, nack
-}
-
 // Service is one service as the agent would publish it.
 type Service struct {
 	Name      string // cluster suffix, e.g. "svc-a.default"
@@ -239,6 +226,40 @@ func TCPListener(name, netnsPath string, svcs []Service) *listenerv3.Listener {
 		})
 	}
 	return l
+}
+
+// LoopbackUDPListener is a plain (not transparent) UDP listener on a
+// loopback port (0: ephemeral) in the test's own namespace, so it opens
+// without privileges.
+func LoopbackUDPListener(name string, port uint32, cfg *udpproxyv3.UdpProxyConfig) *listenerv3.Listener {
+	return &listenerv3.Listener{
+		Name:    name,
+		Address: loopback(corev3.SocketAddress_UDP, port),
+		ListenerFilters: []*listenerv3.ListenerFilter{{
+			Name:       "envoy.filters.udp_listener.udp_proxy",
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: must(anypb.New(cfg))},
+		}},
+	}
+}
+
+// LoopbackTCPListener is a plain TCP listener on a loopback port whose one
+// chain sends everything to the blackhole.
+func LoopbackTCPListener(name string, port uint32) *listenerv3.Listener {
+	tp := &tcpproxyv3.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "blackhole"}}
+	return &listenerv3.Listener{
+		Name:    name,
+		Address: loopback(corev3.SocketAddress_TCP, port),
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+			Name:       "envoy.filters.network.tcp_proxy",
+			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: must(anypb.New(tp))},
+		}}}},
+	}
+}
+
+func loopback(p corev3.SocketAddress_Protocol, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol: p, Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
 }
 
 // EDSCluster is an EDS-over-ADS cluster named after its load assignment.

@@ -1,0 +1,335 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+)
+
+// The listener and its clients stay on the root namespace's loopback, so
+// these tests need no privilege; 127.0.0.1 plays the ClusterIP.
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+const svc = "tcp:svc-a.default"
+
+type clusters map[string]*cluster.Cluster
+
+func (c clusters) Active(name string) *cluster.Cluster { return c[name] }
+
+// backend serves every connection with fn on a loopback port until test
+// cleanup, and returns the cluster that points at it.
+func backend(t testing.TB, fn func(c *net.TCPConn)) clusters {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.AcceptTCP()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { defer c.Close(); fn(c) })
+		}
+	})
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	a := &cluster.Assignment{Name: svc, Endpoints: []cluster.Endpoint{{Addr: ln.Addr().(*net.TCPAddr).AddrPort(), Weight: 1}}}
+	return clusters{svc: cluster.New(&cluster.Spec{Name: svc, Kind: cluster.Static, Static: a, ConnectTimeout: 5 * time.Second})}
+}
+
+func spec(idle time.Duration) *listener.Spec {
+	return &listener.Spec{
+		Name:   "tcp-capture~default~client",
+		Socket: listener.Socket{Protocol: corev3.SocketAddress_TCP, Addr: netip.AddrPortFrom(loopback, 0)},
+		TCP: &listener.TCP{Chains: []*listener.Chain{{
+			Name: svc, Prefixes: []netip.Prefix{netip.PrefixFrom(loopback, 32)}, Cluster: svc, IdleTimeout: idle,
+		}}},
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func listen(t *testing.T, s *listener.Spec, cs Clusters) (*Listener, *metrics.Metrics) {
+	t.Helper()
+	m := metrics.New()
+	l, err := Listen(s, cs, Options{Log: quiet(), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, m
+}
+
+func dial(t *testing.T, l *Listener) *net.TCPConn {
+	t.Helper()
+	c, err := net.DialTCP("tcp4", nil, net.TCPAddrFromAddrPort(l.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	// A safety net only: a test that needs it has already failed.
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+func value(t *testing.T, m *metrics.Metrics, family string) float64 {
+	t.Helper()
+	v, err := m.Value(family, map[string]string{"listener": "tcp-capture~default~client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A client that half-closes after its request still gets the whole reply:
+// the backend answers only once it has read the client's FIN, which the
+// proxy must pass on while keeping the reply direction open.
+func TestHalfCloseKeepsTheReplyFlowing(t *testing.T) {
+	cs := backend(t, func(c *net.TCPConn) {
+		n, err := io.Copy(io.Discard, c)
+		if err != nil {
+			return
+		}
+		_, _ = fmt.Fprintf(c, "read %d bytes to EOF", n)
+	})
+	l, m := listen(t, spec(time.Hour), cs)
+	c := dial(t, l)
+	req := strings.Repeat("x", 100<<10)
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if want := fmt.Sprintf("read %d bytes to EOF", len(req)); err != nil || string(got) != want {
+		t.Fatalf("reply after half-close: %q, %v; want %q", got, err, want)
+	}
+	if v := value(t, m, "aether_proxy_tcp_idle_timeouts_total"); v != 0 {
+		t.Errorf("idle timeouts %v on a connection that was never idle", v)
+	}
+}
+
+// With a short idle_timeout, a connection on which nothing moves is closed
+// on both sides and counted; the backend's own read is the witness for
+// the upstream side.
+func TestIdleTimeoutClosesBothSides(t *testing.T) {
+	upstream := make(chan error, 1)
+	cs := backend(t, func(c *net.TCPConn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		upstream <- err
+	})
+	l, m := listen(t, spec(200*time.Millisecond), cs)
+	c := dial(t, l)
+	if _, err := io.WriteString(c, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("downstream was not closed by the idle timeout: %v", err)
+	}
+	if err := <-upstream; err != nil {
+		t.Fatalf("upstream was not closed by the idle timeout: %v", err)
+	}
+	if v := value(t, m, "aether_proxy_tcp_idle_timeouts_total"); v != 1 {
+		t.Fatalf("idle timeouts counted %v, want 1", v)
+	}
+}
+
+// An upstream reset closes the downstream connection too, instead of
+// half-closing it and waiting on a client that may never close its side:
+// the proxy holds no connection afterwards although the client keeps its
+// socket open and silent.
+func TestUpstreamResetClosesBothSides(t *testing.T) {
+	reset := make(chan struct{})
+	cs := backend(t, func(c *net.TCPConn) {
+		<-reset
+		// Closed with linger 0: an RST, not a FIN.
+		_ = c.SetLinger(0)
+	})
+	l, _ := listen(t, spec(time.Hour), cs)
+	c := dial(t, l)
+	waitTracked(t, l, 2, "the proxy to hold both connections")
+	close(reset)
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the client read data from a backend that sent none")
+	}
+	waitTracked(t, l, 0, "the proxy to release both connections after the upstream reset")
+}
+
+// waitTracked waits until the listener holds n connections.
+func waitTracked(t *testing.T, l *Listener, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for tracked(l) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: it holds %d connections", what, tracked(l))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func tracked(l *Listener) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// A chain whose cluster is not active closes the connection and counts it
+// as no_cluster, not as an upstream error.
+func TestNoActiveClusterIsCountedAsSuch(t *testing.T) {
+	l, m := listen(t, spec(time.Hour), clusters{})
+	c := dial(t, l)
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("connection with no cluster was not closed: %v", err)
+	}
+	for family, want := range map[string]float64{
+		"aether_proxy_tcp_no_cluster_total": 1,
+		"aether_proxy_tcp_errors_total":     0,
+	} {
+		if v := value(t, m, family); v != want {
+			t.Errorf("%s = %v, want %v", family, v, want)
+		}
+	}
+}
+
+// scripted is a listening socket whose accepts follow a script, then block
+// until Close.
+type scripted struct {
+	steps  []func() (*net.TCPConn, error)
+	calls  atomic.Int64
+	spent  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (s *scripted) AcceptTCP() (*net.TCPConn, error) {
+	i := int(s.calls.Add(1)) - 1
+	if i < len(s.steps) {
+		return s.steps[i]()
+	}
+	if i == len(s.steps) {
+		close(s.spent)
+	}
+	<-s.closed
+	return nil, net.ErrClosed
+}
+
+func (s *scripted) Close() error { s.once.Do(func() { close(s.closed) }); return nil }
+func (s *scripted) Addr() net.Addr {
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(loopback, 18082))
+}
+func failing(errno syscall.Errno) func() (*net.TCPConn, error) {
+	return func() (*net.TCPConn, error) {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
+	}
+}
+
+// counting counts the records logged.
+type counting struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h counting) Handle(ctx context.Context, r slog.Record) error {
+	h.n.Add(1)
+	return h.Handler.Handle(ctx, r)
+}
+
+// A failing accept backs off as net/http's Server does, 5ms doubling to 1s,
+// with exactly one accept per wait; a success resets the backoff; every
+// failure is counted and the log is rate-limited. Time is a fake clock:
+// the test counts waits instead of timing them.
+func TestAcceptBacksOff(t *testing.T) {
+	ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := func() (*net.TCPConn, error) {
+		c, err := net.DialTCP("tcp4", nil, ln.Addr().(*net.TCPAddr))
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return ln.AcceptTCP()
+	}
+	const emfile, enfile = 40, 3
+	acc := &scripted{spent: make(chan struct{}), closed: make(chan struct{})}
+	for range emfile {
+		acc.steps = append(acc.steps, failing(syscall.EMFILE))
+	}
+	acc.steps = append(acc.steps, accepted)
+	for range enfile {
+		acc.steps = append(acc.steps, failing(syscall.ENFILE))
+	}
+
+	var mu sync.Mutex
+	var waits []time.Duration
+	var callsAtWait []int64
+	now := time.Unix(0, 0)
+	clk := clock{
+		afterFunc: realClock.afterFunc,
+		now:       func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		sleep: func(d time.Duration, _ <-chan struct{}) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			waits = append(waits, d)
+			callsAtWait = append(callsAtWait, acc.calls.Load())
+			now = now.Add(d)
+			return true
+		},
+	}
+	logged := &atomic.Int64{}
+	m := metrics.New()
+	s := spec(time.Hour)
+	s.TCP = &listener.TCP{}
+	l := serve(s, acc, clusters{}, Options{Log: slog.New(counting{slog.NewTextHandler(io.Discard, nil), logged}), Metrics: m}, clk)
+	<-acc.spent
+	_ = l.Close()
+
+	ms := time.Millisecond
+	want := []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 320 * ms, 640 * ms}
+	for len(want) < emfile {
+		want = append(want, time.Second)
+	}
+	want = append(want, 5*ms, 10*ms, 20*ms)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(waits, want) {
+		t.Fatalf("backoff waits %v, want %v", waits, want)
+	}
+	for i, calls := range callsAtWait {
+		// Wait i follows failure i; before the success there is one accept
+		// per failure, after it one more.
+		if wantCalls := int64(i + 1 + min(1, i/emfile)); calls != wantCalls {
+			t.Fatalf("wait %d came after %d accepts, want %d: accept is retried without waiting", i, calls, wantCalls)
+		}
+	}
+	if v := value(t, m, "aether_proxy_tcp_accept_errors_total"); v != emfile+enfile {
+		t.Errorf("accept errors counted %v, want %d", v, emfile+enfile)
+	}
+	elapsed := now.Sub(time.Unix(0, 0))
+	if n, most := logged.Load(), 1+int64(elapsed/acceptLogEvery); n < 2 || n > most {
+		t.Errorf("%d log lines for %d failures over %s, want between 2 and %d (one per %s)", n, emfile+enfile, elapsed, most, acceptLogEvery)
+	}
+}

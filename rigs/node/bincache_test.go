@@ -1,0 +1,68 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Two builds of the same content share one set: the second run gets the
+// first run's files, not a copy, and leaves no build dir behind. A set idle
+// for longer than binSetIdle goes; one used recently stays.
+func TestBuildSharedReusesOneSet(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv(EnvBinCache, cache)
+	root, err := ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := filepath.Join(cache, strings.Repeat("a", 20))
+	recent := filepath.Join(cache, strings.Repeat("b", 20))
+	for _, d := range []string{idle, recent} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-binSetIdle - time.Hour)
+	if err := os.Chtimes(idle, old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := BuildShared(root, "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := BuildShared(root, "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Dir != second.Dir || filepath.Dir(first.Dir) != cache {
+		t.Fatalf("sets %s and %s, want one set in %s", first.Dir, second.Dir, cache)
+	}
+	var st1, st2 unix.Stat_t
+	if err := unix.Stat(filepath.Join(first.Dir, "static"), &st1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(filepath.Join(second.Dir, "static"), &st2); err != nil {
+		t.Fatal(err)
+	}
+	if st1.Ino != st2.Ino {
+		t.Fatal("the second build replaced the first one's binary")
+	}
+	ents, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	want := []string{filepath.Base(recent), filepath.Base(first.Dir)}
+	if len(names) != 2 || !strings.Contains(strings.Join(names, ","), want[0]) || !strings.Contains(strings.Join(names, ","), want[1]) {
+		t.Fatalf("cache holds %v, want exactly %v (the idle set pruned, no build dir left)", names, want)
+	}
+}

@@ -49,6 +49,9 @@ func BuildShared(root string, names ...string) (Binaries, error) {
 		return Binaries{}, fmt.Errorf("failed to create a build dir in %q: %w", cache, err)
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed into place
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return Binaries{}, fmt.Errorf("failed to open up build dir %q: %w", tmp, err)
+	}
 	if err := Build(root, tmp, names...); err != nil {
 		return Binaries{}, err
 	}

@@ -43,6 +43,13 @@ func TestBuildSharedReusesOneSet(t *testing.T) {
 	if first.Dir != second.Dir || filepath.Dir(first.Dir) != cache {
 		t.Fatalf("sets %s and %s, want one set in %s", first.Dir, second.Dir, cache)
 	}
+	info, err := os.Stat(first.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o755 {
+		t.Fatalf("set %s has mode %v, want 0755 so every user can run it", first.Dir, info.Mode().Perm())
+	}
 	var st1, st2 unix.Stat_t
 	if err := unix.Stat(filepath.Join(first.Dir, "static"), &st1); err != nil {
 		t.Fatal(err)

@@ -23,28 +23,31 @@ func prepareBindDir() error {
 	if err := os.MkdirAll(BindDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create %s: %w", BindDir, err)
 	}
-	err := unix.Mount("", BindDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	// Opened before the test below: if that finds no mount point, none
+	// existed when this was opened either, so it leads beneath any cover,
+	// even one another process puts in place meanwhile.
+	below, err := unix.Open(BindDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("failed to open %s: %w", BindDir, err)
+	}
+	defer unix.Close(below)
+	err = unix.Mount("", BindDir, "none", unix.MS_SHARED|unix.MS_REC, "")
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point yet
 		return fmt.Errorf("failed to make %s a shared mount: %w", BindDir, err)
 	}
-	return coverBindDir()
+	return coverBindDir(below)
 }
 
 // coverBindDir bind-mounts BindDir over itself and makes it shared. The
 // recursive bind copies the namespace mounts already in the directory (other
 // tools' or other runs'); the originals would stay beneath the cover, out of
-// reach of any path, keeping their entries busy. They are unmounted through a
-// descriptor of the directory taken before the cover, which still leads
-// beneath it.
-func coverBindDir() error {
-	below, err := unix.Open(BindDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("failed to open %s: %w", BindDir, err)
-	}
-	defer unix.Close(below)
+// reach of any path, keeping their entries busy. They are unmounted through
+// below, a descriptor of the directory taken before the cover, which still
+// leads beneath it.
+func coverBindDir(below int) error {
 	if err := unix.Mount(BindDir, BindDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("failed to bind-mount %s over itself: %w", BindDir, err)
 	}

@@ -83,12 +83,12 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 			runRoot = filepath.Join(dir, "udproute-run")
 			Expect(os.RemoveAll(runRoot)).To(Succeed())
 		}
-		binDir := os.Getenv(envBin)
-		if binDir == "" {
-			binDir = filepath.Join(runRoot, "bin")
-			Expect(node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node")).To(Succeed())
+		bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
+		if bin.Dir == "" {
+			bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node")
+			Expect(err).NotTo(HaveOccurred())
 		}
-		r = &rig{bin: node.Binaries{Dir: binDir, Node: filepath.Join(binDir, "aether-node")}, runRoot: runRoot,
+		r = &rig{bin: bin, runRoot: runRoot,
 			clusters: map[constants.CaptureMode]*node.Cluster{}}
 
 		suite := redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082", Cases: cases(r)}

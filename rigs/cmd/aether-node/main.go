@@ -74,6 +74,7 @@ type State struct {
 	Mode         string      `json:"mode"`
 	RunDir       string      `json:"runDir"`
 	RegistryFile string      `json:"registryFile"`
+	Bridge       string      `json:"bridge"`
 	Nodes        []NodeState `json:"nodes"`
 	Pods         []PodState  `json:"pods"`
 }
@@ -201,7 +202,7 @@ func up(args []string) error {
 		removeEmptyDirs(runDir)
 		return err
 	}
-	st := State{PID: os.Getpid(), Scenario: scenario, Mode: mode, RunDir: runDir, RegistryFile: c.RegistryFile}
+	st := State{PID: os.Getpid(), Scenario: scenario, Mode: mode, RunDir: runDir, RegistryFile: c.RegistryFile, Bridge: c.Bridge().Name}
 	for _, n := range c.Nodes() {
 		st.Nodes = append(st.Nodes, NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String(),
 			AgentMetrics: n.AgentMetrics.String(), ProxyMetrics: n.ProxyMetrics.String()})
@@ -241,6 +242,9 @@ func removeEmptyDirs(dir string) {
 
 func printState(w io.Writer, s *State, live bool) {
 	fmt.Fprintf(w, "cluster %s (capture %q), pid %d, %s\n", s.Scenario, s.Mode, s.PID, map[bool]string{true: "running", false: "NOT RUNNING"}[live])
+	if s.Bridge != "" {
+		fmt.Fprintf(w, "  bridge netns %s\n", s.Bridge)
+	}
 	for _, n := range s.Nodes {
 		fmt.Fprintf(w, "  node %-12s netns %-32s underlay %s\n", n.Name, n.Netns, n.Underlay)
 		if n.AgentMetrics != "" {
@@ -275,6 +279,9 @@ func status(args []string) error {
 // that do not).
 func existing(s *State, want bool) []string {
 	var names []string
+	if s.Bridge != "" {
+		names = append(names, s.Bridge)
+	}
 	for _, n := range s.Nodes {
 		names = append(names, n.Netns)
 	}

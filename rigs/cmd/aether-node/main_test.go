@@ -121,11 +121,15 @@ func TestMain(m *testing.M) {
 func fakeUp(runDir string) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
+	br, err := netns.Create("fake-bridge")
+	if err != nil {
+		return 1
+	}
 	ns, err := netns.Create("fake-node")
 	if err != nil {
 		return 1
 	}
-	b, _ := json.Marshal(State{PID: os.Getpid(), RunDir: runDir, Nodes: []NodeState{{Name: "n1", Netns: ns.Name}}})
+	b, _ := json.Marshal(State{PID: os.Getpid(), RunDir: runDir, Bridge: br.Name, Nodes: []NodeState{{Name: "n1", Netns: ns.Name}}})
 	if err := os.WriteFile(filepath.Join(runDir, "state.json"), b, 0o644); err != nil {
 		return 1
 	}
@@ -161,13 +165,15 @@ func TestDownSaysWhatItRemoved(t *testing.T) {
 	if err := stopCluster(&out, s, 20*time.Second); err != nil {
 		t.Fatalf("down: %v\n%s", err, out.String())
 	}
-	name := s.Nodes[0].Netns
-	for _, want := range []string{"stopped aether-node up (pid ", "removed 1 namespace(s) of the cluster: " + name, "kept logs and backend records in " + runDir} {
+	removed := s.Bridge + " " + s.Nodes[0].Netns
+	for _, want := range []string{"stopped aether-node up (pid ", "removed 2 namespace(s) of the cluster: " + removed, "kept logs and backend records in " + runDir} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("down did not say %q:\n%s", want, out.String())
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(netns.BindDir, name)); err == nil {
-		t.Errorf("%s survived down", name)
+	for _, name := range []string{s.Bridge, s.Nodes[0].Netns} {
+		if _, err := os.Lstat(filepath.Join(netns.BindDir, name)); err == nil {
+			t.Errorf("%s survived down", name)
+		}
 	}
 }

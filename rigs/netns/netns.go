@@ -159,23 +159,19 @@ func (n *NS) Do(fn func() error) error {
 // Inode identifies the namespace; two paths naming the same namespace share
 // it. It is how the sweeper finds processes still living in a namespace.
 func (n *NS) Inode() (uint64, error) {
+	// Through the held mount when there is one: Path may lead to another
+	// mount by now.
+	path := n.Path
+	if n.mnt != nil {
+		path = fmt.Sprintf("/proc/self/fd/%d", n.mnt.Fd())
+	}
 	var st unix.Stat_t
 	var sf unix.Statfs_t
-	if n.mnt != nil {
-		fd := int(n.mnt.Fd())
-		if err := unix.Fstat(fd, &st); err != nil {
-			return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
-		}
-		if err := unix.Fstatfs(fd, &sf); err != nil {
-			return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
-		}
-	} else {
-		if err := unix.Stat(n.Path, &st); err != nil {
-			return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
-		}
-		if err := unix.Statfs(n.Path, &sf); err != nil {
-			return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
-		}
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
+	}
+	if err := unix.Statfs(path, &sf); err != nil {
+		return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
 	}
 	// An entry whose mount is gone is a plain file: its inode number
 	// belongs to another filesystem and may equal a namespace's.

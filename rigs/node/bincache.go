@@ -19,16 +19,17 @@ const EnvBinCache = "AETHER_BIN_CACHE"
 const binSetIdle = 7 * 24 * time.Hour
 
 // BinCacheDir is where BuildShared keeps its sets: $AETHER_BIN_CACHE, or
-// aether/bin under the user's cache dir.
-func BinCacheDir() (string, error) {
+// aether/bin under the user's cache dir, or under the temp dir when the
+// user has none (no $HOME, as on some CI runners).
+func BinCacheDir() string {
 	if d := os.Getenv(EnvBinCache); d != "" {
-		return d, nil
+		return d
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache dir for built binaries (set %s): %w", EnvBinCache, err)
+		d = os.TempDir()
 	}
-	return filepath.Join(d, "aether", "bin"), nil
+	return filepath.Join(d, "aether", "bin")
 }
 
 // BuildShared builds the named binaries and returns where they are, in a set
@@ -37,10 +38,7 @@ func BinCacheDir() (string, error) {
 // of its files and never changes once in place, so a cluster may run from
 // it while another run builds. Sets no run has used for a week are removed.
 func BuildShared(root string, names ...string) (Binaries, error) {
-	cache, err := BinCacheDir()
-	if err != nil {
-		return Binaries{}, err
-	}
+	cache := BinCacheDir()
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("failed to create the binary cache %q: %w", cache, err)
 	}

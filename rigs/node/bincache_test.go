@@ -10,6 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+func TestBinCacheDirWithoutHome(t *testing.T) {
+	t.Setenv(EnvBinCache, "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	if got, want := BinCacheDir(), filepath.Join(os.TempDir(), "aether", "bin"); got != want {
+		t.Fatalf("BinCacheDir without a home = %q, want %q", got, want)
+	}
+	t.Setenv(EnvBinCache, "/somewhere")
+	if got := BinCacheDir(); got != "/somewhere" {
+		t.Fatalf("BinCacheDir with %s set = %q", EnvBinCache, got)
+	}
+}
+
 // Two builds of the same content share one set: the second run gets the
 // first run's files, not a copy, and leaves no build dir behind. A set idle
 // for longer than binSetIdle goes; one used recently stays.

@@ -126,10 +126,7 @@ func TestClusterWithoutMesh(t *testing.T) {
 		}
 	}()
 	// The programs run from the shared cache, not from a copy in the run dir.
-	cache, err := BinCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cache := BinCacheDir()
 	if filepath.Dir(c.cfg.Bin.Dir) != cache {
 		t.Fatalf("binaries in %s, want a set in the cache %s", c.cfg.Bin.Dir, cache)
 	}

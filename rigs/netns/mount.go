@@ -91,6 +91,6 @@ func unmountAll(path string) error {
 func hiddenMountError(path string, err error) error {
 	return fmt.Errorf("failed to remove netns %s: %w: it is still mounted beneath a later mount of %s "+
 		"(a tool bind-mounted %s over itself while the namespace was in it; `findmnt -R %s` shows both). "+
-		"Way out: `umount --lazy %s` (namespaces mounted in it since are detached too), then sweep again, e.g. `aether-node down`",
+		"Way out: `umount --lazy %s` (namespaces mounted in it since are detached too); then the next rig run's sweep, or `aether-node down`, removes it",
 		path, err, BindDir, BindDir, BindDir, BindDir)
 }

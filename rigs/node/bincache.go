@@ -15,6 +15,9 @@ import (
 // EnvBinCache names the variable that overrides where built binaries are kept.
 const EnvBinCache = "AETHER_BIN_CACHE"
 
+// setKeyLen is the length of a set's name, a prefix of its hex hash.
+const setKeyLen = 20
+
 // binSetIdle is how long a set of binaries no run has used is kept.
 const binSetIdle = 7 * 24 * time.Hour
 
@@ -90,7 +93,7 @@ func hashSet(dir string, names []string) (string, error) {
 			return "", fmt.Errorf("failed to hash built binary %q: %w", n, err)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil))[:20], nil
+	return hex.EncodeToString(h.Sum(nil))[:setKeyLen], nil
 }
 
 // pruneBinSets removes sets last used before cutoff, and build dirs left by
@@ -105,7 +108,7 @@ func pruneBinSets(cache string, cutoff time.Time) {
 		if err != nil || !e.IsDir() || !info.ModTime().Before(cutoff) {
 			continue
 		}
-		if strings.HasPrefix(e.Name(), ".") || len(e.Name()) == 20 {
+		if strings.HasPrefix(e.Name(), ".") || len(e.Name()) == setKeyLen {
 			_ = os.RemoveAll(filepath.Join(cache, e.Name()))
 		}
 	}

@@ -33,8 +33,8 @@ func TestBuildSharedReusesOneSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idle := filepath.Join(cache, strings.Repeat("a", 20))
-	recent := filepath.Join(cache, strings.Repeat("b", 20))
+	idle := filepath.Join(cache, strings.Repeat("a", setKeyLen))
+	recent := filepath.Join(cache, strings.Repeat("b", setKeyLen))
 	for _, d := range []string{idle, recent} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)

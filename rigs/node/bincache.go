@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -73,7 +74,11 @@ func BuildShared(root string, names ...string) (Binaries, error) {
 		return Binaries{}, fmt.Errorf("failed to mark %q used: %w", dir, err)
 	}
 	pruneBinSets(cache, now.Add(-binSetIdle))
-	return Binaries{Dir: dir, Node: filepath.Join(dir, "aether-node")}, nil
+	bin := Binaries{Dir: dir}
+	if slices.Contains(names, "aether-node") {
+		bin.Node = filepath.Join(dir, "aether-node")
+	}
+	return bin, nil
 }
 
 // hashSet names a set by the names and contents of its files.

@@ -191,6 +191,8 @@ func up(args []string) error {
 	if err != nil {
 		return fmt.Errorf("failed to find this program: %w", err)
 	}
+	_, statErr := os.Stat(runDir)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create run dir %q: %w", runDir, err)
 	}
@@ -199,13 +201,18 @@ func up(args []string) error {
 	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
-		removeEmptyDirs(runDir)
+		if created {
+			removeEmptyDirs(runDir)
+		}
 		return err
 	}
 	st := State{PID: os.Getpid(), Scenario: scenario, Mode: mode, RunDir: runDir, RegistryFile: c.RegistryFile, Bridge: c.Bridge().Name}
 	for _, n := range c.Nodes() {
-		st.Nodes = append(st.Nodes, NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String(),
-			AgentMetrics: n.AgentMetrics.String(), ProxyMetrics: n.ProxyMetrics.String()})
+		ns := NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String()}
+		if c.Mode != node.NoMesh {
+			ns.AgentMetrics, ns.ProxyMetrics = n.AgentMetrics.String(), n.ProxyMetrics.String()
+		}
+		st.Nodes = append(st.Nodes, ns)
 	}
 	for _, p := range c.Pods() {
 		st.Pods = append(st.Pods, PodState{Name: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP.String(), Netns: p.NS.Name, Record: p.Record})
@@ -225,7 +232,8 @@ func up(args []string) error {
 }
 
 // removeEmptyDirs removes dir and the directories under it when none of
-// them holds a file: a failed "up" leaves its logs, but no empty run dir.
+// them holds a file: a failed "up" leaves its logs, but not an empty run
+// dir it made.
 func removeEmptyDirs(dir string) {
 	hasFile := false
 	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {

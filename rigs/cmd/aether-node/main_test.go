@@ -95,7 +95,7 @@ func TestRunningClusterIsFoundWithoutAScenario(t *testing.T) {
 	}
 }
 
-// A failed up (here: an unknown capture mode) leaves no run dir behind.
+// A failed up (here: an unknown capture mode) leaves no run dir it made.
 func TestFailedUpLeavesNoRunDir(t *testing.T) {
 	runDir := filepath.Join(t.TempDir(), "udproute")
 	err := up([]string{"--mode", "ebpf", "--run-dir", runDir, "../../../fixtures/scenarios/udproute.yaml"})
@@ -104,6 +104,16 @@ func TestFailedUpLeavesNoRunDir(t *testing.T) {
 	}
 	if _, serr := os.Stat(runDir); serr == nil {
 		t.Fatalf("failed up left %s", runDir)
+	}
+	// A run dir the user made beforehand is theirs: it stays.
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := up([]string{"--mode", "ebpf", "--run-dir", runDir, "../../../fixtures/scenarios/udproute.yaml"}); err == nil {
+		t.Fatal("up with mode ebpf succeeded")
+	}
+	if _, serr := os.Stat(runDir); serr != nil {
+		t.Fatalf("failed up removed the run dir the user made: %v", serr)
 	}
 }
 

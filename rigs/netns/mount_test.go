@@ -158,6 +158,11 @@ func TestTeardownAfterForeignRemount(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"lazy unmount": func(t *testing.T) {
+			if err := unix.Unmount(BindDir, unix.MNT_DETACH); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 	for name, remount := range remounts {
 		t.Run(name, func(t *testing.T) {

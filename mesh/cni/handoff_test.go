@@ -182,6 +182,37 @@ var _ = Describe("the pod handoff to the node agent", func() {
 		Expect(pods).To(BeEmpty())
 	})
 
+	It("a restarted agent re-learns the pods that exist and drops one whose netns went without a DEL", func() {
+		agent, stop := serveAgent(socket)
+		args := podArgs(nil)
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
+		Expect(err).NotTo(HaveOccurred())
+		other, err := newPod("hand-other", false)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(other.close)
+		otherArgs := cmdArgs(other.pod.Path, netConf("1.1.0", prevResult(other.pod.Path, other.addrs), map[string]any{"agentSocket": socket}))
+		otherArgs.ContainerID = "other-container"
+		otherArgs.Args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=demo;K8S_POD_NAME=other-0"
+		_, _, err = testutils.CmdAddWithArgs(otherArgs, func() error { return Add(otherArgs) })
+		Expect(err).NotTo(HaveOccurred())
+		pods, _ := agent.Pods()
+		Expect(pods).To(HaveLen(2))
+
+		stop()
+		agent, stop = serveAgent(socket)
+		again, _ := agent.Pods()
+		Expect(again).To(Equal(pods), "the same pods, field for field, after a restart")
+
+		// The other pod's netns goes while the agent is away, and no DEL
+		// ever comes (a runtime that crashed).
+		stop()
+		Expect(other.pod.Delete()).To(Succeed())
+		agent, _ = serveAgent(socket)
+		pods, _ = agent.Pods()
+		Expect(pods).To(Equal([]handoff.Pod{wantPod()}))
+		Expect(records()).To(Equal([]handoff.Pod{wantPod()}), "the stale record is gone too")
+	})
+
 	It("with requireAgent, fails ADD when the agent is away and leaves nothing", func() {
 		args := podArgs(map[string]any{"requireAgent": true})
 		gen, err := nftGeneration(p.pod)

@@ -148,6 +148,18 @@ var _ = Describe("the pod handoff to the node agent", func() {
 		Expect(rules).To(Equal([]bool{true, true}), "the pod netns held the capture rules at each call (DEL tells the agent first)")
 	})
 
+	It("takes the pod back on DEL after its namespace was excluded", func() {
+		agent, _ := serveAgent(socket)
+		args := podArgs(nil)
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return Add(args) })
+		Expect(err).NotTo(HaveOccurred())
+		excluded := podArgs(map[string]any{"excludeNamespaces": []string{"demo"}})
+		Expect(testutils.CmdDelWithArgs(excluded, func() error { return Del(excluded) })).To(Succeed())
+		pods, _ := agent.Pods()
+		Expect(pods).To(BeEmpty())
+		Expect(records()).To(BeEmpty())
+	})
+
 	It("hands over no pod the runtime names no Kubernetes pod for", func() {
 		agent, _ := serveAgent(socket)
 		args := podArgs(nil)
@@ -270,6 +282,10 @@ var _ = Describe("the pod handoff to the node agent", func() {
 		agent, _ := serveAgent(socket)
 		pods, changed := agent.Pods()
 		Expect(pods).To(HaveLen(3))
+
+		// Without the list at all, nothing is collected.
+		Expect(GC(cmdArgs("", netConf("1.1.0", nil, map[string]any{"agentSocket": socket})))).To(Succeed())
+		Expect(records()).To(HaveLen(3))
 
 		gc := cmdArgs("", netConf("1.1.0", nil, map[string]any{"agentSocket": socket,
 			"cni.dev/valid-attachments": []map[string]string{{"containerID": "kept", "ifname": "eth0"}}}))

@@ -271,14 +271,15 @@ func del(args *skel.CmdArgs, stats *Stats) error {
 	if err != nil {
 		return err
 	}
-	if _, skip, err := conf.excluded(args); err != nil || skip {
-		return err
-	}
-	// First, and whatever the netns: a pod whose namespace is already gone
-	// must still leave the agent. A record left behind is not worth a
-	// failed DEL: a restarted agent drops it, its netns being gone.
+	// First, whatever the netns and the namespace: a pod whose netns is
+	// already gone, or whose namespace was excluded after its ADD, must
+	// still leave the agent. A record left behind is not worth a failed
+	// DEL: a restarted agent drops it, its netns being gone.
 	if err := conf.forget(args); err != nil {
 		conf.log.Error("failed to forget the pod's handoff record", "container", args.ContainerID, "err", err)
+	}
+	if _, skip, err := conf.excluded(args); err != nil || skip {
+		return err
 	}
 	if args.Netns == "" {
 		return nil
@@ -344,6 +345,12 @@ func GC(args *skel.CmdArgs) error {
 		case a.IfName == "":
 			return invalidField(fmt.Sprintf("cni.dev/valid-attachments[%d].ifname", i), "empty interface name")
 		}
+	}
+	if !hasKey(args.StdinData, "cni.dev/valid-attachments") {
+		// Not a runtime's GC (libcni always sends the key, null for
+		// none): without the list, every record would look stale.
+		conf.log.Info("GC without cni.dev/valid-attachments: no handoff record collected")
+		return nil
 	}
 	if err := conf.collect(conf.ValidAttachments); err != nil {
 		return types.NewError(types.ErrInternal, "GC: failed to forget the handoff records of missing attachments", err.Error())

@@ -1150,12 +1150,3 @@ func anyOf(m proto.Message) (*anypb.Any, error) {
 	}
 	return a, nil
 }
-
-// ClusterIPs returns the arms' keys, for tests and the debug dump.
-func (s UDPSelection) ClusterIPs() []netip.Addr {
-	out := make([]netip.Addr, len(s.Arms))
-	for i, a := range s.Arms {
-		out[i] = a.ClusterIP
-	}
-	return out
-}

@@ -14,7 +14,6 @@ package transparent
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -277,7 +276,3 @@ func (c *UDPConn) WriteFrom(b []byte, src netip.Addr, dst netip.AddrPort) error 
 	}
 	return nil
 }
-
-// IsNoRoute reports whether err is the ENETUNREACH a non-transparent socket
-// gets when it tries to send from a non-local address.
-func IsNoRoute(err error) bool { return errors.Is(err, unix.ENETUNREACH) }

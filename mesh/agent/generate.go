@@ -27,30 +27,10 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// Resource names the agent emits.
-const (
-	BlackholeCluster = "blackhole"
-
-	UDPProxyFilterName     = "envoy.filters.udp_listener.udp_proxy"
-	TCPProxyFilterName     = "envoy.filters.network.tcp_proxy"
-	DestinationIPInputName = "envoy.matching.inputs.destination_ip"
-	IPRangeMatcherName     = "envoy.matching.custom_matchers.ip_range_matcher"
-	UDPRouteActionName     = "route"
-
-	udpIdleTimeout = 60 * time.Second
-)
-
-// UDPCaptureListenerName and TCPCaptureListenerName name a pod's capture
-// listeners; the pod is in the name because every pod netns has its own.
-func UDPCaptureListenerName(p *registry.Pod) string {
-	return "udp-capture~" + p.Namespace + "~" + p.Name
-}
-
-func TCPCaptureListenerName(p *registry.Pod) string {
-	return "tcp-capture~" + p.Namespace + "~" + p.Name
-}
+const udpIdleTimeout = 60 * time.Second
 
 // Output is one node's generated configuration.
 type Output struct {
@@ -735,7 +715,7 @@ func (b *Builder) podListeners(st *registry.State, udpFilter *listener.ListenerF
 		}
 		pe.seen = b.gen
 		seen++
-		uname, tname := UDPCaptureListenerName(p), TCPCaptureListenerName(p)
+		uname, tname := xdsnames.UDPCaptureListener(p.Namespace, p.Name), xdsnames.TCPCaptureListener(p.Namespace, p.Name)
 		if udpFilter == nil {
 			pe.udp, pe.udpFP = nil, 0
 			li.del(uname)
@@ -794,10 +774,10 @@ func captureAddress(proto core.SocketAddress_Protocol, netns string) *core.Addre
 
 func blackhole() *cluster.Cluster {
 	return &cluster.Cluster{
-		Name:                 BlackholeCluster,
+		Name:                 xdsnames.BlackholeCluster,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
 		ConnectTimeout:       durationpb.New(time.Second),
-		LoadAssignment:       &endpoint.ClusterLoadAssignment{ClusterName: BlackholeCluster},
+		LoadAssignment:       &endpoint.ClusterLoadAssignment{ClusterName: xdsnames.BlackholeCluster},
 	}
 }
 
@@ -935,7 +915,7 @@ func (b *Builder) indexAll() {
 	ci, ei := &b.idx[clusterIdx], &b.idx[endpointIdx]
 	ci.items, ei.items = make(map[string]types.Resource, n+1), make(map[string]types.Resource, n)
 	ci.changed, ei.changed = true, true
-	ci.items[BlackholeCluster] = b.blackhole
+	ci.items[xdsnames.BlackholeCluster] = b.blackhole
 	for _, e := range b.services {
 		for _, c := range [2]*svcClusters{e.udp, e.tcp} {
 			if c == nil {
@@ -957,7 +937,7 @@ func (b *Builder) routeAction(clusterName string) (*matcher.Matcher_OnMatch, err
 	}
 	blk := &b.actionBlocks.take(1)[0]
 	blk.any.TypeUrl, blk.any.Value = udpRouteTypeURL, value
-	blk.ext.Name, blk.ext.TypedConfig = UDPRouteActionName, &blk.any
+	blk.ext.Name, blk.ext.TypedConfig = xdsnames.UDPRouteAction, &blk.any
 	blk.action.Action = &blk.ext
 	blk.onMatch.OnMatch = &blk.action
 	b.actions[clusterName] = &blk.onMatch
@@ -988,7 +968,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 		b.udpFP, b.udpFilter, b.udpArms = 0, nil, nil
 		return nil, nil
 	}
-	noMatch := BlackholeCluster
+	noMatch := xdsnames.BlackholeCluster
 	if b.Mode == constants.CaptureRedirect && sel.Fallback != nil {
 		noMatch = sel.Fallback.Cluster
 	}
@@ -1010,7 +990,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 	if err != nil {
 		return nil, err
 	}
-	input := &xdscore.TypedExtensionConfig{Name: DestinationIPInputName, TypedConfig: destinationIPInput}
+	input := &xdscore.TypedExtensionConfig{Name: xdsnames.DestinationIPInput, TypedConfig: destinationIPInput}
 	tree := &matcher.Matcher_MatcherTree{Input: input}
 	if ranges, ok := armRanges(sel.Arms); ok {
 		ipm := &matcher.IPMatcher{}
@@ -1029,7 +1009,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 		if err != nil {
 			return nil, fmt.Errorf("failed to encode the ip_range_matcher of the udp_proxy filter: %w", err)
 		}
-		tree.TreeType = &matcher.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscore.TypedExtensionConfig{Name: IPRangeMatcherName, TypedConfig: tc}}
+		tree.TreeType = &matcher.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscore.TypedExtensionConfig{Name: xdsnames.IPRangeMatcher, TypedConfig: tc}}
 	} else {
 		m := make(map[string]*matcher.Matcher_OnMatch, len(sel.Arms))
 		for _, a := range sel.Arms {
@@ -1057,7 +1037,7 @@ func (b *Builder) udpProxyFilter(sel UDPSelection) (*listener.ListenerFilter, er
 		return nil, fmt.Errorf("failed to encode udp_proxy config: %w", err)
 	}
 	b.udpFP = fp
-	b.udpFilter = &listener.ListenerFilter{Name: UDPProxyFilterName, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: tc}}
+	b.udpFilter = &listener.ListenerFilter{Name: xdsnames.UDPProxyFilter, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: tc}}
 	return b.udpFilter, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Gate names, as they appear in failures and in the agent's refusal metric.
@@ -241,13 +242,13 @@ func (c *checker) captureListeners() {
 		name := "Listener " + l.GetName()
 		var want core.SocketAddress_Protocol
 		switch {
-		case strings.HasPrefix(l.GetName(), "udp-capture~"):
+		case strings.HasPrefix(l.GetName(), xdsnames.UDPCaptureListenerPrefix):
 			want = core.SocketAddress_UDP
 			lf := l.GetListenerFilters()
-			if len(lf) != 1 || lf[0].GetName() != "envoy.filters.udp_listener.udp_proxy" {
-				c.fail(GateCaptureListener, name, "must have exactly one listener filter envoy.filters.udp_listener.udp_proxy, has %d", len(lf))
+			if len(lf) != 1 || lf[0].GetName() != xdsnames.UDPProxyFilter {
+				c.fail(GateCaptureListener, name, "must have exactly one listener filter %s, has %d", xdsnames.UDPProxyFilter, len(lf))
 			}
-		case strings.HasPrefix(l.GetName(), "tcp-capture~"):
+		case strings.HasPrefix(l.GetName(), xdsnames.TCPCaptureListenerPrefix):
 			want = core.SocketAddress_TCP
 			if len(l.GetFilterChains()) == 0 {
 				c.fail(GateCaptureListener, name, "has no filter chain")
@@ -513,7 +514,7 @@ func (c *checker) wipFields() {
 	}
 	udpListeners := 0
 	for _, res := range c.r[resource.ListenerType] {
-		if l, ok := res.(*listener.Listener); ok && strings.HasPrefix(l.GetName(), "udp-capture~") {
+		if l, ok := res.(*listener.Listener); ok && strings.HasPrefix(l.GetName(), xdsnames.UDPCaptureListenerPrefix) {
 			udpListeners++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
@@ -28,10 +29,27 @@ type claPatch struct {
 	cla *endpoint.ClusterLoadAssignment
 }
 
+// UDPMaxSessions is every UDP cluster's max_connections circuit breaker:
+// Envoy's udp_proxy counts each session as one connection of its cluster,
+// so this caps the sessions one service's datagrams can hold open on the
+// node, and the data plane counts the datagrams refused past it. 1024 is
+// Envoy's default; the agent states it on every UDP cluster rather than
+// leave the bound to a default the config does not show, and the
+// udp_session_limit gate refuses a snapshot without it.
+const UDPMaxSessions = 1024
+
+// udpSessionLimit is the circuit breaker every UDP cluster shares (outputs
+// are never mutated, see blocks.go).
+var udpSessionLimit = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{
+	Priority:       core.RoutingPriority_DEFAULT,
+	MaxConnections: wrapperspb.UInt32(UDPMaxSessions),
+}}}
+
 // clusters returns a service's cluster and load assignment for one
-// transport. The cluster depends on its name only, so it is kept (and its
-// version with it: Envoy re-warms a cluster whose CDS entry changes); the
-// load assignment is rebuilt when its port or endpoints moved.
+// transport. The cluster depends on its name only (which carries the
+// transport), so it is kept (and its version with it: Envoy re-warms a
+// cluster whose CDS entry changes); the load assignment is rebuilt when its
+// port or endpoints moved.
 func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress_Protocol, port uint16, ready []readyEndpoint, addrs string, prev *svcClusters) {
 	h := b.hasher("cla")
 	h.str(name).u64(uint64(proto)<<16 | uint64(port))
@@ -46,6 +64,9 @@ func (b *Builder) clusters(c *svcClusters, name string, proto core.SocketAddress
 		c.cluster = prev.cluster
 	} else {
 		c.cluster = b.edsCluster(name)
+		if proto == core.SocketAddress_UDP {
+			c.cluster.CircuitBreakers = udpSessionLimit
+		}
 		if !full {
 			b.idx[clusterIdx].set(name, c.cluster)
 		}

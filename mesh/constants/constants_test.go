@@ -95,7 +95,8 @@ func TestMarkGateRejectsWrongMarks(t *testing.T) {
 // D2 says both marks are disjoint from kube-proxy's masked marks. Evaluated
 // as the kernel evaluates "mark & mask == value", that is false: bit 0x8000
 // is set in both, so kube-proxy's drop mark matches both. This pins the
-// finding (see DESIGN.md); the phase0 rig shows what it means on the wire.
+// finding (ARCHITECTURE.md, "The pinned numbers and marks"); the phase0
+// rig shows what it means on the wire.
 func TestForeignMarkCollisionsArePinned(t *testing.T) {
 	got := ForeignCollisions(map[string]uint32{
 		"divert":      CaptureDivertFwMark,

@@ -116,7 +116,7 @@ var pairSeq atomic.Int64
 
 // pair is a pod netns with eth0 10.244.0.2/24 and a default route via its
 // node netns (10.244.0.1): the normal route lookup must succeed before a
-// mark can re-route anything (DESIGN.md).
+// mark can re-route anything (ARCHITECTURE.md, "The data path").
 type pair struct {
 	pod, node *netns.NS
 }

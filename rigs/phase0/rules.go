@@ -38,11 +38,12 @@ type Chain struct {
 // rigTable is the table name the rig uses in every namespace it programs.
 const rigTable = "aether_phase0"
 
-// DivertRuleset is mark-and-divert as DESIGN.md states it: a route-type
-// output chain (the only hook where a mark change re-routes locally
-// originated packets) returns early for the passthrough mark and marks
-// udp dport port with the divert mark. The ip rule / local route pair that
-// turns the mark into local delivery is installed by InstallDivertRoute.
+// DivertRuleset is mark-and-divert as ARCHITECTURE.md states it ("The data
+// path"): a route-type output chain (the only hook where a mark change
+// re-routes locally originated packets) returns early for the passthrough
+// mark and marks udp dport port with the divert mark. The ip rule / local
+// route pair that turns the mark into local delivery is installed by
+// InstallDivertRoute.
 func DivertRuleset(port uint16) Ruleset {
 	return Ruleset{Table: rigTable, Chains: []Chain{{
 		Name:     "divert",

@@ -235,7 +235,7 @@ func orRoot(p string) string {
 // listener: transparent, bound to the L4 spelling on 0.0.0.0 inside a pod
 // netns, with the right transport and one filter of the right kind. Without
 // transparent the reply from the ClusterIP fails with ENETUNREACH; on any
-// other port nothing is delivered (DESIGN "The data path").
+// other port nothing is delivered (ARCHITECTURE.md, "The data path").
 func (c *checker) captureListeners() {
 	for _, res := range c.r[resource.ListenerType] {
 		l, ok := res.(*listener.Listener)

@@ -4,8 +4,9 @@
 // selected by the accepted socket's local address and end in tcp_proxy.
 //
 // Only the contract's subset is accepted (ARCHITECTURE.md, "The agent ↔
-// proxy contract"); every other set field is an error naming its path, which the
-// xDS client turns into a NACK, as Envoy rejects what it cannot honour.
+// proxy contract"); every other set field is an error naming its path,
+// which the xDS client turns into a NACK, as Envoy rejects what it cannot
+// honour.
 package listener
 
 import (

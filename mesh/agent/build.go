@@ -82,6 +82,9 @@ type Builder struct {
 
 	spareServices []*svcEntry
 	spareRoutes   []*routeEntry
+	// walk is the current build's walk over the services; its slices are
+	// kept for the next build's.
+	walk serviceWalk
 	// byService lists the routes whose evaluation read each service.
 	byService map[registry.Key][]registry.Key
 	sel       *selector
@@ -160,8 +163,8 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	}()
 	deps := st.Dependencies(b.Node)
 	full := b.begin(st, deps)
-	w, err := b.walkServices(st, deps, full)
-	if err != nil {
+	w := &b.walk
+	if err := b.walkServices(w, st, deps, full); err != nil {
 		return nil, err
 	}
 	if full {

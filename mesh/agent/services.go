@@ -67,11 +67,19 @@ type serviceWalk struct {
 	claPatches []claPatch
 }
 
-// walkServices brings b.services up to st: an entry whose inputs are
-// unchanged is kept, a changed service is generated again, a service gone
-// (or no longer a dependency of the node) is dropped from the name index.
-func (b *Builder) walkServices(st *registry.State, deps registry.Deps, full bool) (*serviceWalk, error) {
-	w := &serviceWalk{chainsChanged: full, listsMoved: full}
+// start empties w for a build, keeping its slices' room.
+func (w *serviceWalk) start(full bool) {
+	clear(w.changedSvcs)
+	clear(w.claPatches)
+	*w = serviceWalk{changedSvcs: w.changedSvcs[:0], claPatches: w.claPatches[:0], chainsChanged: full, listsMoved: full}
+}
+
+// walkServices brings b.services up to st, recording in w what moved: an
+// entry whose inputs are unchanged is kept, a changed service is generated
+// again, a service gone (or no longer a dependency of the node) is dropped
+// from the name index.
+func (b *Builder) walkServices(w *serviceWalk, st *registry.State, deps registry.Deps, full bool) error {
+	w.start(full)
 	// The previous build's entries and the State are both in key order, so
 	// one walk over the two pairs them up without a map probe per service.
 	// prev and the new order swap buffers: nothing outside the builder
@@ -86,7 +94,7 @@ func (b *Builder) walkServices(st *registry.State, deps registry.Deps, full bool
 		svc := &st.Services[i]
 		k := svc.Key()
 		if i > 0 && cmpKey(st.Services[i-1].Key(), k) >= 0 {
-			return nil, fmt.Errorf("registry state for node %q: services are not in key order at %s (sources must call State.Sort)", b.Node, k)
+			return fmt.Errorf("registry state for node %q: services are not in key order at %s (sources must call State.Sort)", b.Node, k)
 		}
 		for ; j < len(prev) && cmpKey(prev[j].key, k) < 0; j++ {
 			b.dropEntry(w, prev[j])
@@ -104,7 +112,7 @@ func (b *Builder) walkServices(st *registry.State, deps registry.Deps, full bool
 		}
 		e, err := b.updateService(w, svc, st.Endpoints[k], e, full)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b.services = append(b.services, e)
 		b.healthy[i] = len(e.ready) > 0
@@ -112,7 +120,7 @@ func (b *Builder) walkServices(st *registry.State, deps registry.Deps, full bool
 	for ; j < len(prev); j++ {
 		b.dropEntry(w, prev[j])
 	}
-	return w, nil
+	return nil
 }
 
 // dropEntry removes a service that left the node's output.

@@ -57,17 +57,7 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 			drop(prev[j])
 		}
 		if stale := isStale(rk); re == nil || stale || !sameRoute(&re.spec, r) {
-			ev := evalRoute(st, svcs, deps, r)
-			if re != nil {
-				b.unindex(rk, re.eval)
-			}
-			re = &routeEntry{key: rk, spec: b.cloneRoute(r), eval: ev}
-			for _, k := range ev.refs {
-				if rs := b.byService[k]; !slices.Contains(rs, rk) {
-					b.byService[k] = append(rs, rk)
-				}
-			}
-			b.sel.set(rk, ev)
+			re = b.evaluateRoute(st, svcs, deps, r, re)
 		}
 		if n := len(b.routes); n > 0 && cmpKey(b.routes[n-1].key, rk) >= 0 {
 			return UDPSelection{}, fmt.Errorf("registry state for node %q: UDPRoutes are not in key order at %s (sources must call State.Sort)", b.Node, rk)
@@ -81,6 +71,26 @@ func (b *Builder) selectRoutes(st *registry.State, deps registry.Deps, changedSv
 	return b.selection, nil
 }
 
+// evaluateRoute evaluates r again, replacing old (nil for a new route) in
+// the service index and the selector.
+func (b *Builder) evaluateRoute(st *registry.State, svcs *serviceIndex, deps registry.Deps, r *registry.UDPRoute, old *routeEntry) *routeEntry {
+	rk := r.Key()
+	ev := evalRoute(st, svcs, deps, r)
+	if old != nil {
+		b.unindex(rk, old.eval)
+	}
+	re := &routeEntry{key: rk, spec: b.cloneRoute(r), eval: ev}
+	for _, k := range ev.refs {
+		if rs := b.byService[k]; !slices.Contains(rs, rk) {
+			b.byService[k] = append(rs, rk)
+		}
+	}
+	b.sel.set(rk, ev)
+	return re
+}
+
+// unindex removes route rk from the service index's entries for the
+// services ev read.
 func (b *Builder) unindex(rk registry.Key, ev *routeEval) {
 	for _, k := range ev.refs {
 		b.byService[k] = slices.DeleteFunc(b.byService[k], func(x registry.Key) bool { return x == rk })

@@ -164,7 +164,7 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	deps := st.Dependencies(b.Node)
 	full := b.begin(st, deps)
 	w := &b.walk
-	if err := b.walkServices(w, st, deps, full); err != nil {
+	if err = b.walkServices(w, st, deps, full); err != nil {
 		return nil, err
 	}
 	if full {

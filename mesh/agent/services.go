@@ -96,13 +96,20 @@ func (b *Builder) walkServices(w *serviceWalk, st *registry.State, deps registry
 		if i > 0 && cmpKey(st.Services[i-1].Key(), k) >= 0 {
 			return fmt.Errorf("registry state for node %q: services are not in key order at %s (sources must call State.Sort)", b.Node, k)
 		}
-		for ; j < len(prev) && cmpKey(prev[j].key, k) < 0; j++ {
-			b.dropEntry(w, prev[j])
-		}
+		// Entries before k are services gone from the State; one
+		// comparison per entry, as this runs for every service.
 		var e *svcEntry
-		if j < len(prev) && cmpKey(prev[j].key, k) == 0 {
-			e = prev[j]
-			j++
+		for ; j < len(prev); j++ {
+			c := cmpKey(prev[j].key, k)
+			if c == 0 {
+				e = prev[j]
+				j++
+				break
+			}
+			if c > 0 {
+				break
+			}
+			b.dropEntry(w, prev[j])
 		}
 		if !deps.Has(k) {
 			if e != nil {
@@ -110,9 +117,11 @@ func (b *Builder) walkServices(w *serviceWalk, st *registry.State, deps registry
 			}
 			continue
 		}
-		e, err := b.updateService(w, svc, st.Endpoints[k], e, full)
-		if err != nil {
-			return err
+		if eps := st.Endpoints[k]; e == nil || !e.same(svc, eps) {
+			var err error
+			if e, err = b.updateService(w, svc, eps, e, full); err != nil {
+				return err
+			}
 		}
 		b.services = append(b.services, e)
 		b.healthy[i] = len(e.ready) > 0
@@ -131,12 +140,9 @@ func (b *Builder) dropEntry(w *serviceWalk, e *svcEntry) {
 	release(e)
 }
 
-// updateService returns svc's entry: old itself when its inputs are
-// unchanged, otherwise a new one, recording in w what the change moved.
+// updateService generates a changed (or new) service's entry again,
+// replacing old, and records in w what the change moved.
 func (b *Builder) updateService(w *serviceWalk, svc *registry.Service, eps []registry.Endpoint, old *svcEntry, full bool) (*svcEntry, error) {
-	if old != nil && old.same(svc, eps) {
-		return old, nil
-	}
 	e, err := b.generateService(svc, eps, old)
 	if err != nil {
 		return nil, err

@@ -82,6 +82,9 @@ type Proxy struct {
 	// a listener closing under p.mu never waits on a datagram that waits
 	// on p.mu.
 	published atomic.Pointer[map[string]*cluster.Cluster]
+	// breakers is shared by every UDP listener: a cluster's circuit
+	// breaker counts its sessions from all of them.
+	breakers  *udp.Breakers
 	udp       map[string]*udp.Listener
 	tcp       map[string]*tcp.Listener
 	specs     map[string]*listener.Spec
@@ -107,7 +110,7 @@ func New(o Options) *Proxy {
 	p := &Proxy{
 		opts: o, active: map[string]*cluster.Cluster{}, warming: map[string]*cluster.Cluster{},
 		udp: map[string]*udp.Listener{}, tcp: map[string]*tcp.Listener{}, specs: map[string]*listener.Spec{},
-		listening: make(chan struct{}),
+		listening: make(chan struct{}), breakers: udp.NewBreakers(),
 	}
 	p.client = &xds.Client{
 		Target: o.XDS, Node: &corev3.Node{Id: o.Node}, Handler: p, Log: o.Log,
@@ -376,7 +379,7 @@ func (p *Proxy) onListeners(rs []*discoveryv3.Resource, removed []string) error 
 		o := opened{spec: s}
 		var err error
 		if s.UDP != nil {
-			o.u, err = udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
+			o.u, err = udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		} else {
 			o.t, err = tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		}

@@ -44,6 +44,9 @@ type Metrics struct {
 	mu        sync.Mutex
 	listeners map[string]*Listener
 	clusters  map[string]*Cluster
+
+	// bounds holds the UDP refusal counters (bounds.go).
+	bounds *bounds
 }
 
 // New makes a registry with every family registered.
@@ -74,6 +77,7 @@ func New() *Metrics {
 	m.tcpErrors = cv("aether_proxy_tcp_errors_total", "TCP connections closed on an upstream error.", "listener")
 	m.tcpBytes = cv("aether_proxy_tcp_bytes_total", "Bytes proxied over TCP, by direction.", "listener", "direction")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
+	m.bounds = newBounds(m.Registry)
 	return m
 }
 

@@ -1,0 +1,324 @@
+package proxy_test
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/aether-mesh/aether/mesh/proxy"
+	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
+	"github.com/aether-mesh/aether/mesh/transparent"
+	"github.com/aether-mesh/aether/rigs/netns"
+	"github.com/aether-mesh/aether/rigs/privileged"
+)
+
+const steadyName = "udp-capture~default~steady"
+
+// The steady pod and the spray pod's second source address (a pod has
+// 64,512 unprivileged ports per address; the spray needs more).
+var (
+	steadyAddr  = netip.MustParsePrefix("10.244.3.2/24")
+	steadyGW    = netip.MustParsePrefix("10.244.3.1/24")
+	sprayExtra  = netip.MustParsePrefix("10.244.1.3/24")
+	sprayDgram  = []byte("spray")
+	steadyEvery = time.Millisecond
+)
+
+// sprayFigures is what one spray run measured.
+type sprayFigures struct {
+	ports, limit                     int
+	overflow                         float64
+	maxSessions                      int
+	steadySent, steadyReplies        int64
+	rssBase, rssPeak, fdBase, fdPeak int
+	sprayRcvbufErrors                int64
+	elapsed                          time.Duration
+}
+
+func (f sprayFigures) steadyRatio() float64 {
+	return float64(f.steadyReplies) / float64(f.steadySent)
+}
+
+// TestSprayIsBoundedByTheCircuitBreaker: one pod sprays datagrams from
+// distinct source ports at a VIP while another pod keeps a steady flow to
+// the same VIP. The cluster's max_connections caps the sessions the spray
+// can open; the steady flow, whose session predates the spray, keeps its
+// replies; the proxy's fds and RSS stay within bounds derived from the
+// cap. The overflow counter shows the cap was what held (the fault fired).
+// BenchmarkSpray runs the same with 100,000 ports.
+func TestSprayIsBoundedByTheCircuitBreaker(t *testing.T) {
+	privileged.Require(t)
+	f := runSpray(t, 20000, 256)
+	checkSpray(t, f)
+}
+
+// BenchmarkSpray is the 100,000-port spray at Envoy's default cap (1024),
+// one run per invocation: go test -run '^$' -bench Spray -benchtime 1x.
+func BenchmarkSpray(b *testing.B) {
+	privileged.Require(b)
+	for range b.N {
+		f := runSpray(b, 100000, 1024)
+		checkSpray(b, f)
+		b.ReportMetric(float64(f.ports), "spray-ports")
+		b.ReportMetric(f.overflow, "overflow-dgrams")
+		b.ReportMetric(float64(f.maxSessions), "max-sessions")
+		b.ReportMetric(100*f.steadyRatio(), "steady-replies-%")
+		b.ReportMetric(float64(f.rssPeak-f.rssBase)/1024, "rss-growth-MiB")
+		b.ReportMetric(float64(f.fdPeak-f.fdBase), "fd-growth")
+		b.ReportMetric(float64(f.sprayRcvbufErrors), "spray-RcvbufErrors")
+		b.ReportMetric(f.elapsed.Seconds(), "spray-s")
+	}
+}
+
+// Bounds on the proxy's growth under spray, from the cap: one upstream
+// socket per session plus a few for the rig; per session a goroutine, its
+// state and the kernel's socket, well under 32 KiB of RSS, plus 32 MiB for
+// the pooled buffers, the test's own clients and the runtime's slack.
+func fdBound(limit int) int     { return limit + 64 }
+func rssBoundKiB(limit int) int { return limit*32 + 32*1024 }
+func checkSpray(t testing.TB, f sprayFigures) {
+	t.Helper()
+	t.Logf("spray: %d ports in %v, cap %d: overflow %v, max sessions %d, kernel RcvbufErrors in the spray pod %d; steady %d/%d replies (%.3f%%); RSS %d -> %d KiB; fds %d -> %d",
+		f.ports, f.elapsed.Round(time.Millisecond), f.limit, f.overflow, f.maxSessions, f.sprayRcvbufErrors,
+		f.steadyReplies, f.steadySent, 100*f.steadyRatio(), f.rssBase, f.rssPeak, f.fdBase, f.fdPeak)
+	if f.overflow == 0 {
+		t.Errorf("no overflow counted: the spray never met the cap")
+	}
+	if f.maxSessions > f.limit {
+		t.Errorf("%d sessions open at once, over the cap %d", f.maxSessions, f.limit)
+	}
+	if f.steadySent == 0 || f.steadyRatio() < 0.999 {
+		t.Errorf("the steady flow got %d of %d replies, want at least 99.9%%", f.steadyReplies, f.steadySent)
+	}
+	if g := f.fdPeak - f.fdBase; g > fdBound(f.limit) {
+		t.Errorf("fds grew by %d, over the bound %d", g, fdBound(f.limit))
+	}
+	if g := f.rssPeak - f.rssBase; g > rssBoundKiB(f.limit) {
+		t.Errorf("RSS grew by %d KiB, over the bound %d KiB", g, rssBoundKiB(f.limit))
+	}
+}
+
+func runSpray(t testing.TB, ports, limit int) sprayFigures {
+	t.Helper()
+	rig := proxytest.NewRig(t, 1)
+	steadyPod := rig.AddPod(t, "pxsteady", "vsteady", steadyAddr, steadyGW)
+	if err := netns.AddAddr(rig.Pod, "eth0", sprayExtra); err != nil {
+		t.Fatal(err)
+	}
+	srv := proxytest.NewServer(t)
+	be := netip.AddrPortFrom(proxytest.BackendAddr(0), 5001)
+	rig.StartBackend(t, "echo", be, true)
+	svc := proxytest.Service{Name: "svc-a.default", VIP: proxytest.VIP(0), Endpoints: []netip.AddrPort{be}}
+	srv.Set(t, node, sprayResources(rig.Pod.Path, steadyPod.Path, svc, uint32(limit)))
+	p := startProxy(t, rig, srv, proxy.DefaultBatch, udpName, steadyName)
+	vip := netip.AddrPortFrom(svc.VIP, port)
+
+	steady := &steadyFlow{conn: dialIn(t, steadyPod.Path, vip)}
+	if _, _, err := exchange(steady.conn, "warm"); err != nil {
+		t.Fatalf("steady flow before the spray: %v", err)
+	}
+	f := sprayFigures{ports: ports, limit: limit, rssBase: rssKiB(t), fdBase: fdCount(t)}
+	f.rssPeak, f.fdPeak = f.rssBase, f.fdBase
+	snmp0 := udpStat(t, rig.Pod.Path, "RcvbufErrors")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { steady.run(stop) })
+	wg.Go(func() { f.sample(t, p, stop) })
+
+	start := time.Now()
+	sprayer := proxytest.NewSprayer(t, rig.Pod.Path)
+	for i := range ports {
+		if err := sprayer.Send(sprayPort(i), vip, sprayDgram); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	f.elapsed = time.Since(start)
+	f.overflow = settledOverflow(t, p)
+	close(stop)
+	wg.Wait()
+	f.steadySent, f.steadyReplies = steady.sent.Load(), steady.replies.Load()
+	f.sprayRcvbufErrors = udpStat(t, rig.Pod.Path, "RcvbufErrors") - snmp0
+	return f
+}
+
+// sprayPort is the i-th distinct source: ports 1024-65535 on the pod's
+// address, then on its second address.
+func sprayPort(i int) netip.AddrPort {
+	const span = 65536 - 1024
+	addr := proxytest.PodAddr.Addr()
+	if i >= span {
+		addr = sprayExtra.Addr()
+	}
+	return netip.AddrPortFrom(addr, uint16(1024+i%span))
+}
+
+func sprayResources(sprayNetns, steadyNetns string, svc proxytest.Service, limit uint32) map[resource.Type][]types.Resource {
+	res := proxytest.UDPSnapshot(sprayNetns, time.Minute, []proxytest.Service{svc}, nil)
+	for _, r := range res[resource.ClusterType] {
+		if c := r.(*clusterv3.Cluster); c.GetName() == "udp:"+svc.Name {
+			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+				Priority: corev3.RoutingPriority_DEFAULT, MaxConnections: wrapperspb.UInt32(limit),
+			}}}
+		}
+	}
+	res[resource.ListenerType] = append(res[resource.ListenerType],
+		proxytest.UDPListener(steadyName, steadyNetns, proxytest.ExactMatcher([]proxytest.Service{svc}, "blackhole"), time.Minute))
+	return res
+}
+
+// steadyFlow sends one numbered datagram per steadyEvery and counts the
+// distinct numbers echoed back.
+type steadyFlow struct {
+	conn          *net.UDPConn
+	sent, replies atomic.Int64
+}
+
+func (s *steadyFlow) run(stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 64)
+		seen := map[uint64]bool{}
+		for {
+			_ = s.conn.SetReadDeadline(time.Now().Add(time.Second))
+			n, err := s.conn.Read(buf)
+			if err != nil {
+				// One second of silence after the sender stopped: done.
+				select {
+				case <-stop:
+					return
+				default:
+					continue
+				}
+			}
+			if n == 8 && !seen[binary.BigEndian.Uint64(buf)] {
+				seen[binary.BigEndian.Uint64(buf)] = true
+				s.replies.Add(1)
+			}
+		}
+	})
+	tick := time.NewTicker(steadyEvery)
+	defer tick.Stop()
+	msg := make([]byte, 8)
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-stop:
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+		binary.BigEndian.PutUint64(msg, seq)
+		if _, err := s.conn.Write(msg); err == nil {
+			s.sent.Add(1)
+		}
+	}
+}
+
+// sample records the peak RSS, fd count and session count until stop.
+func (f *sprayFigures) sample(t testing.TB, p *proxy.Proxy, stop <-chan struct{}) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		f.rssPeak = max(f.rssPeak, rssKiB(t))
+		f.fdPeak = max(f.fdPeak, fdCount(t))
+		n := 0
+		for _, name := range []string{udpName, steadyName} {
+			if l := p.UDPListener(name); l != nil {
+				n += len(l.Sessions())
+			}
+		}
+		f.maxSessions = max(f.maxSessions, n)
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// settledOverflow waits until the proxy has worked through the spray (the
+// overflow count stops moving) and returns it.
+func settledOverflow(t testing.TB, p *proxy.Proxy) float64 {
+	t.Helper()
+	read := func() float64 {
+		v, err := p.Metrics().Value("aether_proxy_cluster_upstream_cx_overflow_total", map[string]string{"cluster": "udp:svc-a.default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	last := read()
+	for {
+		time.Sleep(300 * time.Millisecond)
+		v := read()
+		if v == last {
+			return v
+		}
+		last = v
+	}
+}
+
+func dialIn(t testing.TB, netnsPath string, dst netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	c, err := transparent.DialUDP(netnsPath, netip.AddrPort{}, dst, transparent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func rssKiB(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err != nil {
+				t.Fatalf("VmRSS %q: %v", rest, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+func fdCount(t testing.TB) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+func udpStat(t testing.TB, netnsPath, name string) int64 {
+	t.Helper()
+	s, err := proxytest.UDPStats(netnsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := s[name]
+	if !ok {
+		t.Fatalf("no Udp %s in /proc/net/snmp of %s", name, netnsPath)
+	}
+	return v
+}

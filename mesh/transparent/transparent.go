@@ -35,6 +35,11 @@ type Options struct {
 	// ReuseAddr sets SO_REUSEADDR, so a listener can be rebound while an old
 	// one drains.
 	ReuseAddr bool
+	// RecvBuf and SendBuf, when non-zero, size the socket's buffers in
+	// bytes: SO_RCVBUFFORCE / SO_SNDBUFFORCE, which pass net.core.rmem_max
+	// and wmem_max with CAP_NET_ADMIN, else SO_RCVBUF / SO_SNDBUF, which
+	// the kernel caps at them.
+	RecvBuf, SendBuf int
 }
 
 // InNetns runs fn on an OS thread inside the namespace at path; an empty
@@ -66,6 +71,12 @@ func control(network string, o Options, recv bool) func(string, string, syscall.
 			if o.ReuseAddr {
 				set(unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, "SO_REUSEADDR")
 			}
+			if o.RecvBuf != 0 {
+				setBuf(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, o.RecvBuf, "SO_RCVBUF", &serr)
+			}
+			if o.SendBuf != 0 {
+				setBuf(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, o.SendBuf, "SO_SNDBUF", &serr)
+			}
 			if o.Mark != 0 {
 				set(unix.SOL_SOCKET, unix.SO_MARK, int(o.Mark), "SO_MARK")
 			}
@@ -90,6 +101,21 @@ func control(network string, o Options, recv bool) func(string, string, syscall.
 			return err
 		}
 		return serr
+	}
+}
+
+// setBuf sets a buffer size with the FORCE option and falls back to the
+// capped one when the process may not force (EPERM).
+func setBuf(fd uintptr, force, capped, v int, name string, serr *error) {
+	if *serr != nil {
+		return
+	}
+	err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, force, v)
+	if errors.Is(err, unix.EPERM) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, capped, v)
+	}
+	if err != nil {
+		*serr = fmt.Errorf("failed to set %s to %d: %w", name, v, err)
 	}
 }
 

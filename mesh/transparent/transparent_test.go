@@ -2,6 +2,9 @@ package transparent
 
 import (
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +84,46 @@ func TestListenInNetnsSeesDestination(t *testing.T) {
 	k, err = cl.Read(buf)
 	if err != nil || string(buf[:k]) != "pong" {
 		t.Fatalf("connected client got %q, %v", buf[:k], err)
+	}
+}
+
+// RecvBuf and SendBuf reach the socket: the kernel reports twice the size
+// set (its bookkeeping share). As root the FORCE options pass rmem_max and
+// wmem_max; otherwise the size is capped at them.
+func TestBufferSizes(t *testing.T) {
+	const want = 3 << 20
+	c, err := ListenUDP("", netip.MustParseAddrPort("127.0.0.1:0"), Options{RecvBuf: want, SendBuf: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		name   string
+		opt    int
+		sysctl string
+	}{{"SO_RCVBUF", unix.SO_RCVBUF, "/proc/sys/net/core/rmem_max"}, {"SO_SNDBUF", unix.SO_SNDBUF, "/proc/sys/net/core/wmem_max"}} {
+		var got int
+		var gerr error
+		if err := rc.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, o.opt) }); err != nil || gerr != nil {
+			t.Fatal(err, gerr)
+		}
+		limit := want
+		if os.Geteuid() != 0 {
+			b, err := os.ReadFile(o.sysctl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if limit, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+				t.Fatal(err)
+			}
+			limit = min(limit, want)
+		}
+		if got != 2*limit {
+			t.Fatalf("%s is %d, want %d (twice %d)", o.name, got, 2*limit, limit)
+		}
 	}
 }

@@ -67,6 +67,13 @@ type hooks struct {
 	read func(msgs []ipv4.Message) (int, error)
 }
 
+// captureRecvBuf is the capture socket's receive buffer. The kernel's
+// default (rmem_default, 208 KiB) holds about 90 datagrams of 1,200 bytes:
+// any pause of the serve loop longer than that at a few hundred Mb/s
+// drops datagrams (RcvbufErrors in the pod netns). BenchmarkUDPOverload
+// measures the difference.
+const captureRecvBuf = 4 << 20
+
 // dialWorkers bounds how many upstream sockets a listener makes at once;
 // in a netns each holds an OS thread while it does.
 const dialWorkers = 4
@@ -115,7 +122,7 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	if o.Breakers == nil {
 		o.Breakers = NewBreakers()
 	}
-	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, RecvBuf: captureRecvBuf})
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: %w", spec.Name, err)
 	}

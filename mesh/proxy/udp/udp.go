@@ -68,11 +68,13 @@ type hooks struct {
 }
 
 // captureRecvBuf is the capture socket's receive buffer. The kernel's
-// default (rmem_default, 208 KiB) holds about 90 datagrams of 1,200 bytes:
-// any pause of the serve loop longer than that at a few hundred Mb/s
-// drops datagrams (RcvbufErrors in the pod netns). BenchmarkUDPOverload
-// measures the difference.
-const captureRecvBuf = 4 << 20
+// default (rmem_default, 208 KiB) holds about 90 datagrams of 1,200 bytes,
+// so any pause of the serve loop longer than about 3 ms at 300 Mb/s drops
+// datagrams (RcvbufErrors in the pod netns). 16 MiB rides out pauses of
+// about 100 ms at that rate; the memory is taken only while datagrams
+// queue, and net.ipv4.udp_mem bounds all UDP sockets together.
+// BenchmarkUDPOverload measures the difference (README).
+const captureRecvBuf = 16 << 20
 
 // dialWorkers bounds how many upstream sockets a listener makes at once;
 // in a netns each holds an OS thread while it does.

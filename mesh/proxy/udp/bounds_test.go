@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -301,4 +302,122 @@ func TestReadErrorsBackOff(t *testing.T) {
 			t.Fatalf("%d warnings in 10 s, want at most one per %v", got, logEvery)
 		}
 	})
+}
+
+// Runs of equal-size datagrams become one UDP_SEGMENT message each (the
+// last datagram of a run may not be shorter here: a shorter one starts
+// its own run), a run stops before it would pass the most one segmented
+// send may carry, and a lone datagram goes without the control message.
+func TestPackGSO(t *testing.T) {
+	msgs := func(sizes ...int) []ipv4.Message {
+		out := make([]ipv4.Message, len(sizes))
+		for i, n := range sizes {
+			out[i].Buffers = [][]byte{make([]byte, n)}
+		}
+		return out
+	}
+	cases := []struct {
+		sizes      []int
+		wantCounts []int
+	}{
+		{[]int{1200, 1200, 1200, 500, 500, 64}, []int{3, 2, 1}},
+		{[]int{1200, 64, 1200}, []int{1, 1, 1}},
+		{[]int{40000, 40000}, []int{1, 1}},
+		{[]int{30000, 30000, 30000}, []int{2, 1}},
+	}
+	for _, tc := range cases {
+		got, counts := packGSO(msgs(tc.sizes...))
+		if fmt.Sprint(counts) != fmt.Sprint(tc.wantCounts) {
+			t.Fatalf("sizes %v: packed as %v, want %v", tc.sizes, counts, tc.wantCounts)
+		}
+		for i, m := range got {
+			if gso := len(m.OOB) > 0; gso != (counts[i] > 1) {
+				t.Fatalf("sizes %v: message %d carries %d datagrams, UDP_SEGMENT set: %v", tc.sizes, i, counts[i], gso)
+			}
+		}
+	}
+}
+
+// A queued burst goes upstream as segmented sends; the host still gets
+// each datagram on its own, whole and in order.
+func TestSegmentedSendsArriveAsDatagrams(t *testing.T) {
+	r := startRecorder(t)
+	cs := &clusters{}
+	cs.set(static("udp:a", r.addr))
+	m := metrics.New()
+	l := listen(t, "a", cs, Options{Batch: 8, Metrics: m})
+	for range dialWorkers {
+		l.dials <- struct{}{}
+	}
+	var freed sync.Once
+	free := func() {
+		freed.Do(func() {
+			for range dialWorkers {
+				<-l.dials
+			}
+		})
+	}
+	t.Cleanup(free)
+	c := dialTo(t, l)
+	var want []string
+	for i := range 9 {
+		p := fmt.Sprintf("datagram-%d", i)
+		if i == 8 {
+			p = "last"
+		}
+		want = append(want, p)
+		if _, err := c.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitValue(t, m, "aether_proxy_udp_downstream_rx_datagrams_total", map[string]string{"listener": l.Name()}, 9)
+	free()
+	waitValue(t, m, "aether_proxy_cluster_upstream_tx_datagrams_total", map[string]string{"cluster": "udp:a"}, 9)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.payloads()) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := r.payloads(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("host got %q, want %q", got, want)
+	}
+}
+
+// refusesGSO is sendmmsg on a route that refuses segmented sends (EIO):
+// it takes plain messages up to the first segmented one.
+type refusesGSO struct{ got [][]byte }
+
+func (w *refusesGSO) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
+	for i, m := range ms {
+		if len(m.OOB) > 0 {
+			if i == 0 {
+				return 0, fmt.Errorf("sendmmsg: %w", unix.EIO)
+			}
+			return i, nil
+		}
+		w.got = append(w.got, bytes.Join(m.Buffers, nil))
+	}
+	return len(ms), nil
+}
+
+// When the route refuses a segmented send, the datagrams it would have
+// carried go out plainly, in order, and the session stops segmenting.
+func TestSegmentedSendFallsBackOnEIO(t *testing.T) {
+	w := &refusesGSO{}
+	up := &upstream{pc: w}
+	out := make([]ipv4.Message, 0, 4)
+	var want []string
+	for _, p := range []string{"a", "bb", "cc", "dd"} {
+		out = append(out, ipv4.Message{Buffers: [][]byte{[]byte(p)}})
+		want = append(want, p)
+	}
+	sent, err := up.sendBatch(out)
+	if err != nil || sent != len(out) {
+		t.Fatalf("sent %d of %d: %v", sent, len(out), err)
+	}
+	if fmt.Sprintf("%s", w.got) != fmt.Sprint(want) {
+		t.Fatalf("route got %s, want %v", w.got, want)
+	}
+	if !up.plain.Load() {
+		t.Fatal("the session still segments after EIO")
+	}
 }

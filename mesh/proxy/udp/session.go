@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
@@ -47,7 +48,14 @@ type session struct {
 
 type upstream struct {
 	conn *net.UDPConn
-	pc   *ipv4.PacketConn
+	pc   batchWriter
+	// plain is set once the route refused a segmented send.
+	plain atomic.Bool
+}
+
+// batchWriter is sendmmsg: *ipv4.PacketConn, or a test's fake.
+type batchWriter interface {
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
 func (s *session) touch() { s.lastSeen.Store(time.Now().UnixNano()) }
@@ -145,11 +153,7 @@ func (l *Listener) sendUp(s *session, up *upstream, out []ipv4.Message) {
 			sent = 1
 		}
 	} else {
-		for sent < len(out) && err == nil {
-			var k int
-			k, err = up.pc.WriteBatch(out[sent:], 0)
-			sent += k
-		}
+		sent, err = up.sendBatch(out)
 	}
 	for i := range sent {
 		s.cstats.Tx.Inc()
@@ -161,6 +165,83 @@ func (l *Listener) sendUp(s *session, up *upstream, out []ipv4.Message) {
 		s.cstats.Errors.Inc()
 		l.stats.UpstreamError.Add(float64(len(out) - sent))
 	}
+}
+
+// sendBatch sends out with as few packets through the stack as
+// UDP_SEGMENT allows and returns how many datagrams went. The kernel
+// refuses a segmented send with EIO on a route through IPsec (xfrm), and
+// before Linux 6.11 also through a device without transmit checksum
+// offload; the session then sends plainly from there on.
+func (up *upstream) sendBatch(out []ipv4.Message) (int, error) {
+	if up.plain.Load() {
+		return writeAll(up.pc, out, nil)
+	}
+	msgs, counts := packGSO(out)
+	sent, err := writeAll(up.pc, msgs, counts)
+	if errors.Is(err, unix.EIO) {
+		up.plain.Store(true)
+		n, err := writeAll(up.pc, out[sent:], nil)
+		return sent + n, err
+	}
+	return sent, err
+}
+
+// writeAll writes msgs until done or an error; counts[i], when given, is
+// how many datagrams msgs[i] carries. It returns the datagrams sent.
+func writeAll(pc batchWriter, msgs []ipv4.Message, counts []int) (int, error) {
+	sent := 0
+	for i := 0; i < len(msgs); {
+		k, err := pc.WriteBatch(msgs[i:], 0)
+		for j := i; j < i+k; j++ {
+			if counts == nil {
+				sent++
+			} else {
+				sent += counts[j]
+			}
+		}
+		i += k
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// packGSO packs each run of equal-size datagrams into one message whose
+// UDP_SEGMENT control message has the kernel split it into those
+// datagrams, so the run crosses the stack as one packet. counts[i] is how
+// many datagrams msgs[i] carries.
+func packGSO(out []ipv4.Message) (msgs []ipv4.Message, counts []int) {
+	for i := 0; i < len(out); {
+		size := len(out[i].Buffers[0])
+		j, total := i+1, size
+		for j < len(out) && len(out[j].Buffers[0]) == size && total+size <= maxGSOBytes {
+			total += size
+			j++
+		}
+		m := ipv4.Message{Buffers: make([][]byte, 0, j-i)}
+		for _, o := range out[i:j] {
+			m.Buffers = append(m.Buffers, o.Buffers[0])
+		}
+		if j-i > 1 {
+			m.OOB = segmentCmsg(size)
+		}
+		msgs, counts = append(msgs, m), append(counts, j-i)
+		i = j
+	}
+	return msgs, counts
+}
+
+// maxGSOBytes is the most payload one UDP_SEGMENT send may carry.
+const maxGSOBytes = 65507
+
+func segmentCmsg(size int) []byte {
+	b := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = uint16(size)
+	return b
 }
 
 // replies forwards datagrams from the session's host back to the client,

@@ -11,6 +11,12 @@
 // the idle timer is reset by traffic in either direction, a session whose
 // cluster disappears or whose host leaves the cluster is closed, and a
 // listener update keeps every session whose route is unchanged.
+//
+// What one peer can take is bounded: the cluster's max_connections circuit
+// breaker caps its sessions (Breakers) and the overflow is counted; the
+// upstream socket is made off the serve loop, with the datagrams that
+// arrive meanwhile queued in order up to a bound; reply buffers come from
+// a shared pool; failed reads back off.
 package udp
 
 import (

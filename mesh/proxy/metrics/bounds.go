@@ -16,8 +16,8 @@ const (
 	// DropOverflow: the cluster's max_connections circuit breaker was
 	// full, so no session was made (Envoy's upstream_cx_overflow).
 	DropOverflow = "overflow"
-	// DropDialQueue: the session's upstream socket was still being made
-	// and its queue of early datagrams was full.
+	// DropDialQueue: the datagram waited for its session's upstream
+	// socket and the queue was full, or the session closed first.
 	DropDialQueue = "dial_queue"
 )
 

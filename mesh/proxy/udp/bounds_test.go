@@ -421,3 +421,43 @@ func TestSegmentedSendFallsBackOnEIO(t *testing.T) {
 		t.Fatal("the session still segments after EIO")
 	}
 }
+
+// Datagrams queued for a session whose upstream socket is still being made
+// are bounded, and every one that does not go upstream is counted: past
+// the queue's bound, and when the session closes before its socket exists.
+func TestQueuedDatagramsAreCountedWhenDropped(t *testing.T) {
+	cs := &clusters{}
+	cs.set(static("udp:a", startBackend(t, "b").addr))
+	m := metrics.New()
+	l := listen(t, "a", cs, Options{Batch: 1, Metrics: m})
+	for range dialWorkers {
+		l.dials <- struct{}{}
+	}
+	var freed sync.Once
+	free := func() {
+		freed.Do(func() {
+			for range dialWorkers {
+				<-l.dials
+			}
+		})
+	}
+	t.Cleanup(free)
+	c := dialTo(t, l)
+	big := make([]byte, maxPendingBytes*2/3)
+	for range 3 {
+		if _, err := c.Write(big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitValue(t, m, "aether_proxy_udp_downstream_rx_datagrams_total", map[string]string{"listener": l.Name()}, 3)
+	dropped := map[string]string{"listener": l.Name(), "reason": metrics.DropDialQueue}
+	if v := value(t, m, "aether_proxy_udp_downstream_rx_datagrams_dropped_total", dropped); v != 2 {
+		t.Fatalf("%v datagrams dropped past the queue's bound, want 2 (one fits)", v)
+	}
+	// The arm goes while the socket is still being made: the queued
+	// datagram is discarded, and counted.
+	l.Update(udpConfig(t, "a", netip.MustParseAddr("127.0.0.2")).UDP)
+	if v := value(t, m, "aether_proxy_udp_downstream_rx_datagrams_dropped_total", dropped); v != 3 {
+		t.Fatalf("%v datagrams counted dropped after the session closed, want 3", v)
+	}
+}

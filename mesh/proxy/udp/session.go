@@ -33,6 +33,7 @@ type session struct {
 	replyAddr *net.UDPAddr
 	lastSeen  atomic.Int64
 	cstats    *metrics.Cluster
+	bounds    *metrics.UDPBounds
 	// release returns the session's circuit breaker connection.
 	release func()
 
@@ -61,7 +62,8 @@ type batchWriter interface {
 func (s *session) touch() { s.lastSeen.Store(time.Now().UnixNano()) }
 
 // close closes the upstream socket (or makes sure one still being made is
-// closed once it exists) and releases the breaker; it is idempotent.
+// closed once it exists), counts the queued datagrams it discards and
+// releases the breaker; it is idempotent.
 func (s *session) close() {
 	s.mu.Lock()
 	if s.closed {
@@ -69,6 +71,7 @@ func (s *session) close() {
 		return
 	}
 	s.closed = true
+	s.bounds.DialQueue.Add(float64(len(s.pending)))
 	s.pending = nil
 	s.mu.Unlock()
 	if up := s.up.Load(); up != nil {
@@ -133,6 +136,7 @@ func (l *Listener) run(s *session) {
 		l.opts.Log.Warn("upstream socket failed", "listener", l.name, "cluster", s.cluster, "host", s.host, "err", err)
 		s.mu.Lock()
 		l.stats.UpstreamError.Add(float64(len(s.pending)))
+		s.pending = nil
 		s.mu.Unlock()
 		l.remove(s)
 		return

@@ -418,7 +418,7 @@ func (l *Listener) tryNewSession(key Key) (s *session, stale bool) {
 		return nil, false
 	}
 	s = &session{
-		key: key, cluster: name, host: host, cstats: cs,
+		key: key, cluster: name, host: host, cstats: cs, bounds: l.bounds,
 		replyOOB: transparent.PktinfoFrom(key.Dst.Addr()), replyAddr: net.UDPAddrFromAddrPort(key.Src),
 		release: func() { l.opts.Breakers.release(name) },
 	}

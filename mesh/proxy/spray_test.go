@@ -45,7 +45,14 @@ type sprayFigures struct {
 	steadySent, steadyReplies        int64
 	rssBase, rssPeak, fdBase, fdPeak int
 	sprayRcvbufErrors                int64
-	elapsed                          time.Duration
+	// RcvbufErrors during the run where the steady flow's datagrams are
+	// received: its pod (the capture socket and the client), the node
+	// (upstream sockets) and the backend.
+	steadyRcvbuf, nodeRcvbuf, backRcvbuf int64
+	// softnetDrops is the kernel's per-CPU backlog drops during the run,
+	// machine-wide (/proc/net/softnet_stat is not per netns).
+	softnetDrops int64
+	elapsed      time.Duration
 }
 
 func (f sprayFigures) steadyRatio() float64 {
@@ -53,11 +60,15 @@ func (f sprayFigures) steadyRatio() float64 {
 }
 
 // TestSprayIsBoundedByTheCircuitBreaker: one pod sprays datagrams from
-// distinct source ports at a VIP while another pod keeps a steady flow to
-// the same VIP. The cluster's max_connections caps the sessions the spray
-// can open; the steady flow, whose session predates the spray, keeps its
-// replies; the proxy's fds and RSS stay within bounds derived from the
-// cap. The overflow counter shows the cap was what held (the fault fired).
+// distinct source ports at one service's VIP while another pod keeps a
+// steady flow to another service through the same node proxy. The sprayed
+// cluster's max_connections caps the sessions the spray can open; the
+// steady flow keeps its replies; the proxy's fds and RSS stay within
+// bounds derived from the cap. The overflow counter shows the cap was what
+// held (the fault fired). The steady flow has its own backend: the
+// sprayed service's backend takes a burst of up to cap datagrams, which
+// can overflow its socket (RcvbufErrors in the backend netns, reported),
+// and that is the backend's load, not the proxy's.
 // BenchmarkSpray runs the same with 100,000 ports.
 func TestSprayIsBoundedByTheCircuitBreaker(t *testing.T) {
 	privileged.Require(t)
@@ -94,6 +105,8 @@ func checkSpray(t testing.TB, f sprayFigures) {
 	t.Logf("spray: %d ports in %v, cap %d: overflow %v, max sessions %d, kernel RcvbufErrors in the spray pod %d; steady %d/%d replies (%.3f%%); RSS %d -> %d KiB; fds %d -> %d",
 		f.ports, f.elapsed.Round(time.Millisecond), f.limit, f.overflow, f.maxSessions, f.sprayRcvbufErrors,
 		f.steadyReplies, f.steadySent, 100*f.steadyRatio(), f.rssBase, f.rssPeak, f.fdBase, f.fdPeak)
+	t.Logf("kernel drops during the run: RcvbufErrors steady pod %d, node %d, backend %d; softnet backlog drops (machine-wide) %d",
+		f.steadyRcvbuf, f.nodeRcvbuf, f.backRcvbuf, f.softnetDrops)
 	if f.overflow == 0 {
 		t.Errorf("no overflow counted: the spray never met the cap")
 	}
@@ -113,26 +126,32 @@ func checkSpray(t testing.TB, f sprayFigures) {
 
 func runSpray(t testing.TB, ports, limit int) sprayFigures {
 	t.Helper()
-	rig := proxytest.NewRig(t, 1)
+	rig := proxytest.NewRig(t, 2)
 	steadyPod := rig.AddPod(t, "pxsteady", "vsteady", steadyAddr, steadyGW)
 	if err := netns.AddAddr(rig.Pod, "eth0", sprayExtra); err != nil {
 		t.Fatal(err)
 	}
 	srv := proxytest.NewServer(t)
-	be := netip.AddrPortFrom(proxytest.BackendAddr(0), 5001)
-	rig.StartBackend(t, "echo", be, true)
-	svc := proxytest.Service{Name: "svc-a.default", VIP: proxytest.VIP(0), Endpoints: []netip.AddrPort{be}}
-	srv.Set(t, node, sprayResources(rig.Pod.Path, steadyPod.Path, svc, uint32(limit)))
+	sprayed, other := netip.AddrPortFrom(proxytest.BackendAddr(0), 5001), netip.AddrPortFrom(proxytest.BackendAddr(1), 5001)
+	rig.StartBackend(t, "sprayed", sprayed, true)
+	rig.StartBackend(t, "steady", other, true)
+	svcs := []proxytest.Service{
+		{Name: "svc-a.default", VIP: proxytest.VIP(0), Endpoints: []netip.AddrPort{sprayed}},
+		{Name: "svc-b.default", VIP: proxytest.VIP(1), Endpoints: []netip.AddrPort{other}},
+	}
+	srv.Set(t, node, sprayResources(rig.Pod.Path, steadyPod.Path, svcs, uint32(limit)))
 	p := startProxy(t, rig, srv, proxy.DefaultBatch, udpName, steadyName)
-	vip := netip.AddrPortFrom(svc.VIP, port)
+	vip := netip.AddrPortFrom(svcs[0].VIP, port)
 
-	steady := &steadyFlow{conn: dialIn(t, steadyPod.Path, vip)}
+	steady := &steadyFlow{conn: dialIn(t, steadyPod.Path, netip.AddrPortFrom(svcs[1].VIP, port))}
 	if _, _, err := exchange(steady.conn, "warm"); err != nil {
 		t.Fatalf("steady flow before the spray: %v", err)
 	}
 	f := sprayFigures{ports: ports, limit: limit, rssBase: rssKiB(t), fdBase: fdCount(t)}
 	f.rssPeak, f.fdPeak = f.rssBase, f.fdBase
 	snmp0 := udpStat(t, rig.Pod.Path, "RcvbufErrors")
+	steady0, node0, back0 := udpStat(t, steadyPod.Path, "RcvbufErrors"), udpStat(t, rig.Node.Path, "RcvbufErrors"), udpStat(t, rig.Back.Path, "RcvbufErrors")
+	softnet0 := softnetDropped(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { steady.run(stop) })
@@ -153,6 +172,10 @@ func runSpray(t testing.TB, ports, limit int) sprayFigures {
 	wg.Wait()
 	f.steadySent, f.steadyReplies = steady.sent.Load(), steady.replies.Load()
 	f.sprayRcvbufErrors = udpStat(t, rig.Pod.Path, "RcvbufErrors") - snmp0
+	f.steadyRcvbuf = udpStat(t, steadyPod.Path, "RcvbufErrors") - steady0
+	f.nodeRcvbuf = udpStat(t, rig.Node.Path, "RcvbufErrors") - node0
+	f.backRcvbuf = udpStat(t, rig.Back.Path, "RcvbufErrors") - back0
+	f.softnetDrops = softnetDropped(t) - softnet0
 	return f
 }
 
@@ -167,17 +190,19 @@ func sprayPort(i int) netip.AddrPort {
 	return netip.AddrPortFrom(addr, uint16(1024+i%span))
 }
 
-func sprayResources(sprayNetns, steadyNetns string, svc proxytest.Service, limit uint32) map[resource.Type][]types.Resource {
-	res := proxytest.UDPSnapshot(sprayNetns, time.Minute, []proxytest.Service{svc}, nil)
+// sprayResources serves svcs to both pods, with the first service's
+// cluster capped at limit sessions.
+func sprayResources(sprayNetns, steadyNetns string, svcs []proxytest.Service, limit uint32) map[resource.Type][]types.Resource {
+	res := proxytest.UDPSnapshot(sprayNetns, time.Minute, svcs, nil)
 	for _, r := range res[resource.ClusterType] {
-		if c := r.(*clusterv3.Cluster); c.GetName() == "udp:"+svc.Name {
+		if c := r.(*clusterv3.Cluster); c.GetName() == "udp:"+svcs[0].Name {
 			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 				Priority: corev3.RoutingPriority_DEFAULT, MaxConnections: wrapperspb.UInt32(limit),
 			}}}
 		}
 	}
 	res[resource.ListenerType] = append(res[resource.ListenerType],
-		proxytest.UDPListener(steadyName, steadyNetns, proxytest.ExactMatcher([]proxytest.Service{svc}, "blackhole"), time.Minute))
+		proxytest.UDPListener(steadyName, steadyNetns, proxytest.ExactMatcher(svcs, "blackhole"), time.Minute))
 	return res
 }
 
@@ -228,20 +253,17 @@ func (s *steadyFlow) run(stop <-chan struct{}) {
 	}
 }
 
-// sample records the peak RSS, fd count and session count until stop.
+// sample records the peak RSS, fd count and the spray's session count
+// until stop.
 func (f *sprayFigures) sample(t testing.TB, p *proxy.Proxy, stop <-chan struct{}) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		f.rssPeak = max(f.rssPeak, rssKiB(t))
 		f.fdPeak = max(f.fdPeak, fdCount(t))
-		n := 0
-		for _, name := range []string{udpName, steadyName} {
-			if l := p.UDPListener(name); l != nil {
-				n += len(l.Sessions())
-			}
+		if l := p.UDPListener(udpName); l != nil {
+			f.maxSessions = max(f.maxSessions, len(l.Sessions()))
 		}
-		f.maxSessions = max(f.maxSessions, n)
 		select {
 		case <-stop:
 			return
@@ -321,4 +343,27 @@ func udpStat(t testing.TB, netnsPath, name string) int64 {
 		t.Fatalf("no Udp %s in /proc/net/snmp of %s", name, netnsPath)
 	}
 	return v
+}
+
+// softnetDropped sums the dropped column of /proc/net/softnet_stat: packets
+// the per-CPU input backlog refused (net.core.netdev_max_backlog).
+func softnetDropped(t testing.TB) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			t.Fatalf("softnet_stat line %q", line)
+		}
+		n, err := strconv.ParseInt(fields[1], 16, 64)
+		if err != nil {
+			t.Fatalf("softnet_stat dropped %q: %v", fields[1], err)
+		}
+		sum += n
+	}
+	return sum
 }

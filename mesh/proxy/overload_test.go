@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
@@ -39,7 +41,9 @@ const overloadFor = time.Second
 // kernel counts it: RcvbufErrors from /proc/net/snmp in the pod netns (the
 // capture socket) and in the backend netns (the receiver); what neither
 // accounts for is reported as unaccounted (device or backlog queues).
-// The last sub-benchmark sends as fast as the client can.
+// The last two sub-benchmarks send as fast as the client can: with one
+// datagram per send, and with eight per UDP_SEGMENT send as QUIC stacks do
+// (the capture socket's UDP_GRO then takes them as one buffer).
 //
 //	go test -run '^$' -bench UDPOverload -benchtime 1x ./mesh/proxy/
 func BenchmarkUDPOverload(b *testing.B) {
@@ -74,16 +78,23 @@ func BenchmarkUDPOverload(b *testing.B) {
 			}
 		})
 	}
-	b.Run("unpaced", func(b *testing.B) {
-		var got [2]overloadResult
-		for range b.N {
-			for i, path := range paths {
-				got[i] = path.run(b, rig, sink, 0)
-				got[i].report(b, path.name)
-			}
+	for _, segs := range []int{1, 8} {
+		name := "unpaced"
+		if segs > 1 {
+			name = fmt.Sprintf("unpaced-segmented-%d", segs)
 		}
-		b.ReportMetric(got[1].deliveredRate()/got[0].deliveredRate(), "mesh/direct")
-	})
+		b.Run(name, func(b *testing.B) {
+			var got [2]overloadResult
+			for range b.N {
+				for i, path := range paths {
+					path.segs = segs
+					got[i] = path.run(b, rig, sink, 0)
+					got[i].report(b, path.name)
+				}
+			}
+			b.ReportMetric(got[1].deliveredRate()/got[0].deliveredRate(), "mesh/direct")
+		})
+	}
 }
 
 func rates(b *testing.B) []int {
@@ -105,6 +116,8 @@ func rates(b *testing.B) []int {
 type overloadPath struct {
 	name string
 	conn *net.UDPConn
+	// segs is how many datagrams one send carries (UDP_SEGMENT when > 1).
+	segs int
 }
 
 type overloadResult struct {
@@ -137,7 +150,7 @@ func (p overloadPath) run(b *testing.B, rig *proxytest.Rig, sink *sink, mbps int
 	b.Helper()
 	pod0, back0 := udpStat(b, rig.Pod.Path, "RcvbufErrors"), udpStat(b, rig.Back.Path, "RcvbufErrors")
 	recv0 := sink.total()
-	sent, elapsed, err := sendPaced(p.conn, mbps, overloadFor)
+	sent, elapsed, err := sendPaced(p.conn, mbps, max(p.segs, 1), overloadFor)
 	if err != nil {
 		b.Fatalf("%s: %v", p.name, err)
 	}
@@ -153,13 +166,16 @@ func (p overloadPath) run(b *testing.B, rig *proxytest.Rig, sink *sink, mbps int
 
 // sendPaced writes overloadDgram-byte datagrams on c for d at mbps of
 // payload, catching up in batches when it falls behind the schedule; at
-// 0 it sends back to back.
-func sendPaced(c *net.UDPConn, mbps int, d time.Duration) (int64, time.Duration, error) {
+// 0 it sends back to back. Each send carries segs datagrams.
+func sendPaced(c *net.UDPConn, mbps, segs int, d time.Duration) (int64, time.Duration, error) {
 	pc := ipv4.NewPacketConn(c)
-	const burst = 64
+	burst := 64 / segs
 	msgs := make([]ipv4.Message, burst)
 	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, overloadDgram)}
+		msgs[i].Buffers = [][]byte{make([]byte, overloadDgram*segs)}
+		if segs > 1 {
+			msgs[i].OOB = segmentCmsg(overloadDgram)
+		}
 	}
 	perSec := float64(mbps) * 1e6 / 8 / overloadDgram
 	var sent int64
@@ -171,14 +187,14 @@ func sendPaced(c *net.UDPConn, mbps int, d time.Duration) (int64, time.Duration,
 		}
 		due := int64(burst)
 		if mbps > 0 {
-			due = min(int64(el.Seconds()*perSec)-sent, burst)
+			due = min((int64(el.Seconds()*perSec)-sent)/int64(segs), int64(burst))
 			if due <= 0 {
 				time.Sleep(100 * time.Microsecond)
 				continue
 			}
 		}
 		n, err := pc.WriteBatch(msgs[:due], 0)
-		sent += int64(n)
+		sent += int64(n * segs)
 		if err != nil && !errors.Is(err, unix.ENOBUFS) {
 			return sent, time.Since(start), fmt.Errorf("send after %d datagrams: %w", sent, err)
 		}
@@ -253,4 +269,14 @@ func setRcvbuf(c *net.UDPConn, n int) error {
 		return fmt.Errorf("failed to set SO_RCVBUFFORCE %d: %w", n, serr)
 	}
 	return nil
+}
+
+// segmentCmsg is the UDP_SEGMENT control message for size-byte segments.
+func segmentCmsg(size int) []byte {
+	b := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(b[unix.CmsgLen(0):], uint16(size))
+	return b
 }

@@ -461,3 +461,51 @@ func TestQueuedDatagramsAreCountedWhenDropped(t *testing.T) {
 		t.Fatalf("%v datagrams counted dropped after the session closed, want 3", v)
 	}
 }
+
+// A client's segmented send reaches the capture socket as one UDP_GRO
+// buffer; the host must get each datagram as the client cut it, and an
+// empty datagram is still one datagram.
+func TestGROBufferIsSplitIntoDatagrams(t *testing.T) {
+	r := startRecorder(t)
+	cs := &clusters{}
+	cs.set(static("udp:a", r.addr))
+	m := metrics.New()
+	l := listen(t, "a", cs, Options{Batch: 8, Metrics: m})
+	c := dialTo(t, l)
+	var burst []byte
+	var want []string
+	for i := range 5 {
+		seg := bytes.Repeat([]byte{'a' + byte(i)}, 100)
+		if i == 4 {
+			seg = seg[:50]
+		}
+		burst = append(burst, seg...)
+		want = append(want, string(seg))
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 100) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if _, err := c.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 0) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if _, err := c.Write(nil); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "")
+	waitValue(t, m, "aether_proxy_udp_downstream_rx_datagrams_total", map[string]string{"listener": l.Name()}, float64(len(want)))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.payloads()) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := r.payloads(); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Fatalf("host got %q, want %q", got, want)
+	}
+}

@@ -130,7 +130,7 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	if o.Breakers == nil {
 		o.Breakers = NewBreakers()
 	}
-	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, RecvBuf: captureRecvBuf})
+	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, RecvBuf: captureRecvBuf, GRO: true})
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: %w", spec.Name, err)
 	}
@@ -289,16 +289,26 @@ func (l *Listener) serve() {
 		out = out[:0]
 		for i := range got {
 			m := &msgs[i]
-			s := l.route(m)
-			if s == nil {
+			key, step, ok := l.classify(m)
+			if !ok {
 				continue
 			}
-			if prev != nil && s != prev {
-				l.forward(prev, out)
-				out = out[:0]
+			// A UDP_GRO buffer holds several datagrams; each is routed and
+			// counted as the client sent it.
+			b := m.Buffers[0][:m.N]
+			for off := 0; off < max(len(b), 1); off += step {
+				d := b[off:min(off+step, len(b))]
+				s := l.route(key, len(d))
+				if s == nil {
+					continue
+				}
+				if prev != nil && s != prev {
+					l.forward(prev, out)
+					out = out[:0]
+				}
+				prev = s
+				out = append(out, ipv4.Message{Buffers: [][]byte{d}})
 			}
-			prev = s
-			out = append(out, ipv4.Message{Buffers: [][]byte{m.Buffers[0][:m.N]}})
 		}
 		if prev != nil {
 			l.forward(prev, out)
@@ -343,22 +353,37 @@ func (l *Listener) isClosed() bool {
 	}
 }
 
-// route accounts for one downstream datagram and returns its session,
-// creating it when needed; nil means the datagram is dropped (and counted).
-func (l *Listener) route(m *ipv4.Message) *session {
-	l.stats.Rx.Inc()
-	l.stats.RxBytes.Add(float64(m.N))
+// classify reads a received buffer's control messages: the session key
+// and the size of the datagrams the buffer holds (its length unless
+// UDP_GRO joined several). A buffer without a destination is dropped and
+// counted.
+func (l *Listener) classify(m *ipv4.Message) (key Key, step int, ok bool) {
 	meta, err := transparent.ParseControl(m.OOB[:m.NN])
 	if err != nil || !meta.Dst.IsValid() {
+		l.stats.Rx.Inc()
+		l.stats.RxBytes.Add(float64(m.N))
 		l.stats.UpstreamError.Inc()
-		return nil
+		return Key{}, 0, false
 	}
 	src := m.Addr.(*net.UDPAddr).AddrPort()
 	dport := meta.OrigDst.Port()
 	if dport == 0 {
 		dport = l.LocalAddr().Port()
 	}
-	key := Key{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(meta.Dst.Unmap(), dport)}
+	// An empty datagram is one datagram too.
+	step = max(m.N, 1)
+	if meta.SegmentSize > 0 && meta.SegmentSize < m.N {
+		step = meta.SegmentSize
+	}
+	return Key{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(meta.Dst.Unmap(), dport)}, step, true
+}
+
+// route accounts for one downstream datagram of n bytes and returns its
+// session, creating it when needed; nil means the datagram is dropped (and
+// counted).
+func (l *Listener) route(key Key, n int) *session {
+	l.stats.Rx.Inc()
+	l.stats.RxBytes.Add(float64(n))
 	l.mu.Lock()
 	s := l.sessions[key]
 	l.mu.Unlock()

@@ -509,3 +509,25 @@ func TestGROBufferIsSplitIntoDatagrams(t *testing.T) {
 		t.Fatalf("host got %q, want %q", got, want)
 	}
 }
+
+// When upstream sockets cannot be made (here: the upstream netns does not
+// exist; EMFILE would do the same), every new session fails and every
+// datagram is counted, but the warning is logged once per logEvery, not
+// once per datagram.
+func TestUpstreamSocketFailuresAreCountedAndLogLimited(t *testing.T) {
+	const clients = 20
+	cs := &clusters{}
+	cs.set(static("udp:a", startBackend(t, "b").addr))
+	m, logs := metrics.New(), &countingHandler{}
+	l := listen(t, "a", cs, Options{Metrics: m, Log: slog.New(logs), UpstreamNetns: "/nonexistent/netns"})
+	for range clients {
+		if _, err := dialTo(t, l).Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitValue(t, m, "aether_proxy_cluster_errors_total", map[string]string{"cluster": "udp:a"}, clients)
+	waitValue(t, m, "aether_proxy_udp_dropped_total", map[string]string{"listener": l.Name(), "reason": metrics.DropUpstreamError}, clients)
+	if n := logs.n.Load(); n != 1 {
+		t.Fatalf("%d warnings for %d failed upstream sockets within %v, want 1", n, clients, logEvery)
+	}
+}

@@ -133,7 +133,9 @@ func (l *Listener) run(s *session) {
 	<-l.dials
 	if err != nil {
 		s.cstats.Errors.Inc()
-		l.opts.Log.Warn("upstream socket failed", "listener", l.name, "cluster", s.cluster, "host", s.host, "err", err)
+		if ok, held := l.dialLog.allow(time.Now()); ok {
+			l.opts.Log.Warn("upstream socket failed", "listener", l.name, "cluster", s.cluster, "host", s.host, "err", err, "unlogged_failures", held)
+		}
 		s.mu.Lock()
 		l.stats.UpstreamError.Add(float64(len(s.pending)))
 		s.pending = nil

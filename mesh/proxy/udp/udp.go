@@ -103,6 +103,7 @@ type Listener struct {
 	stats    *metrics.Listener
 	bounds   *metrics.UDPBounds
 	dials    chan struct{}
+	dialLog  logLimit
 
 	mu       sync.Mutex
 	sessions map[Key]*session

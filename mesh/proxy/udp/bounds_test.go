@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -306,8 +307,9 @@ func TestReadErrorsBackOff(t *testing.T) {
 
 // Runs of equal-size datagrams become one UDP_SEGMENT message each (the
 // last datagram of a run may not be shorter here: a shorter one starts
-// its own run), a run stops before it would pass the most one segmented
-// send may carry, and a lone datagram goes without the control message.
+// its own run), a run stops before it would pass the bytes or segments
+// one segmented send may carry, empty datagrams are never packed, and a
+// lone datagram goes without the control message.
 func TestPackGSO(t *testing.T) {
 	msgs := func(sizes ...int) []ipv4.Message {
 		out := make([]ipv4.Message, len(sizes))
@@ -324,6 +326,8 @@ func TestPackGSO(t *testing.T) {
 		{[]int{1200, 64, 1200}, []int{1, 1, 1}},
 		{[]int{40000, 40000}, []int{1, 1}},
 		{[]int{30000, 30000, 30000}, []int{2, 1}},
+		{slices.Repeat([]int{10}, 100), []int{64, 36}},
+		{[]int{0, 0}, []int{1, 1}},
 	}
 	for _, tc := range cases {
 		got, counts := packGSO(msgs(tc.sizes...))

@@ -221,7 +221,7 @@ func packGSO(out []ipv4.Message) (msgs []ipv4.Message, counts []int) {
 	for i := 0; i < len(out); {
 		size := len(out[i].Buffers[0])
 		j, total := i+1, size
-		for j < len(out) && len(out[j].Buffers[0]) == size && total+size <= maxGSOBytes {
+		for j < len(out) && size > 0 && len(out[j].Buffers[0]) == size && total+size <= maxGSOBytes && j-i < maxGSOSegments {
 			total += size
 			j++
 		}
@@ -238,8 +238,13 @@ func packGSO(out []ipv4.Message) (msgs []ipv4.Message, counts []int) {
 	return msgs, counts
 }
 
-// maxGSOBytes is the most payload one UDP_SEGMENT send may carry.
-const maxGSOBytes = 65507
+// The most one UDP_SEGMENT send may carry: its payload, and its segments
+// (UDP_MAX_SEGMENTS, 64 before Linux 5.5 and 128 since). Empty datagrams
+// are never packed: a segment size of 0 means no segmentation.
+const (
+	maxGSOBytes    = 65507
+	maxGSOSegments = 64
+)
 
 func segmentCmsg(size int) []byte {
 	b := make([]byte, unix.CmsgSpace(2))

@@ -261,9 +261,8 @@ func (l *Listener) remove(s *session) {
 	}
 }
 
-// serve reads downstream datagrams, in batches when configured. Upstream
-// writes are grouped per session within one batch, so a client's burst
-// costs one sendmmsg.
+// serve reads downstream datagrams, in batches when configured, until the
+// listener closes.
 func (l *Listener) serve() {
 	defer l.wg.Done()
 	msgs := make([]ipv4.Message, l.opts.Batch)
@@ -286,35 +285,42 @@ func (l *Listener) serve() {
 			continue
 		}
 		retry.succeeded()
-		var prev *session
-		out = out[:0]
-		for i := range got {
-			m := &msgs[i]
-			key, step, ok := l.classify(m)
-			if !ok {
+		out = l.dispatch(msgs[:got], out[:0])
+	}
+}
+
+// dispatch routes one batch's datagrams and sends them upstream, grouped
+// per session so a client's burst costs one sendmmsg; out is scratch
+// space, returned for reuse.
+func (l *Listener) dispatch(msgs []ipv4.Message, out []ipv4.Message) []ipv4.Message {
+	var prev *session
+	for i := range msgs {
+		m := &msgs[i]
+		key, step, ok := l.classify(m)
+		if !ok {
+			continue
+		}
+		// A UDP_GRO buffer holds several datagrams; each is routed and
+		// counted as the client sent it.
+		b := m.Buffers[0][:m.N]
+		for off := 0; off < max(len(b), 1); off += step {
+			d := b[off:min(off+step, len(b))]
+			s := l.route(key, len(d))
+			if s == nil {
 				continue
 			}
-			// A UDP_GRO buffer holds several datagrams; each is routed and
-			// counted as the client sent it.
-			b := m.Buffers[0][:m.N]
-			for off := 0; off < max(len(b), 1); off += step {
-				d := b[off:min(off+step, len(b))]
-				s := l.route(key, len(d))
-				if s == nil {
-					continue
-				}
-				if prev != nil && s != prev {
-					l.forward(prev, out)
-					out = out[:0]
-				}
-				prev = s
-				out = append(out, ipv4.Message{Buffers: [][]byte{d}})
+			if prev != nil && s != prev {
+				l.forward(prev, out)
+				out = out[:0]
 			}
-		}
-		if prev != nil {
-			l.forward(prev, out)
+			prev = s
+			out = append(out, ipv4.Message{Buffers: [][]byte{d}})
 		}
 	}
+	if prev != nil {
+		l.forward(prev, out)
+	}
+	return out
 }
 
 // read is one recvmsg, or one recvmmsg when batching.

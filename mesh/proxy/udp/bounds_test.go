@@ -535,3 +535,20 @@ func TestUpstreamSocketFailuresAreCountedAndLogLimited(t *testing.T) {
 		t.Fatalf("%d warnings for %d failed upstream sockets within %v, want 1", n, clients, logEvery)
 	}
 }
+
+// The reply buffer pool lends at most its capacity at once; a returned
+// buffer can be lent again.
+func TestBufPoolLendsAtMostItsCapacity(t *testing.T) {
+	p := newBufPool(3)
+	var held []*[]byte
+	for range 3 {
+		held = append(held, p.get())
+	}
+	if b, ok := p.tryGet(); ok {
+		t.Fatalf("lent a fourth buffer (%d bytes) from a pool of 3", len(*b))
+	}
+	p.put(held[0])
+	if _, ok := p.tryGet(); !ok {
+		t.Fatal("a returned buffer was not lent again")
+	}
+}

@@ -20,11 +20,6 @@ import (
 // socket is being made; at least one datagram of any size fits.
 const maxPendingBytes = maxDatagram
 
-// replyBufs is the shared pool of reply buffers. A session takes buffers
-// only while it moves a burst of replies, never while it waits, so memory
-// follows the traffic in flight rather than the number of sessions.
-var replyBufs = sync.Pool{New: func() any { b := make([]byte, maxDatagram); return &b }}
-
 type session struct {
 	key       Key
 	cluster   string
@@ -45,6 +40,9 @@ type session struct {
 	pending      [][]byte
 	pendingBytes int
 	closed       bool
+	// dialFailed: the upstream socket could not be made; what still
+	// arrives for the session is an upstream error, as the queue was.
+	dialFailed bool
 }
 
 type upstream struct {
@@ -115,12 +113,15 @@ func (l *Listener) forward(s *session, out []ipv4.Message) {
 	}
 	for _, m := range out {
 		b := m.Buffers[0]
-		if s.closed || (len(s.pending) > 0 && s.pendingBytes+len(b) > maxPendingBytes) {
+		switch {
+		case s.dialFailed:
+			l.stats.UpstreamError.Inc()
+		case s.closed || (len(s.pending) > 0 && s.pendingBytes+len(b) > maxPendingBytes):
 			l.bounds.DialQueue.Inc()
-			continue
+		default:
+			s.pending = append(s.pending, append([]byte(nil), b...))
+			s.pendingBytes += len(b)
 		}
-		s.pending = append(s.pending, append([]byte(nil), b...))
-		s.pendingBytes += len(b)
 	}
 }
 
@@ -137,6 +138,7 @@ func (l *Listener) run(s *session) {
 			l.opts.Log.Warn("upstream socket failed", "listener", l.name, "cluster", s.cluster, "host", s.host, "err", err, "unlogged_failures", held)
 		}
 		s.mu.Lock()
+		s.dialFailed = true
 		l.stats.UpstreamError.Add(float64(len(s.pending)))
 		s.pending = nil
 		s.mu.Unlock()
@@ -298,22 +300,28 @@ func (l *Listener) replies(s *session, conn *net.UDPConn) {
 		l.sendDown(s, back[:got])
 		for i := range got {
 			back[i].Buffers = nil
-			replyBufs.Put(bufs[i])
+			replyBufs.put(bufs[i])
 			bufs[i] = nil
 		}
 	}
 }
 
 // recvBurst reads up to len(bufs) datagrams without blocking, taking each
-// buffer from the pool as it is needed and returning an unused one. It
-// returns EAGAIN only when nothing was read, so the caller waits.
+// buffer from the pool as it is needed (waiting only for the first) and
+// returning an unused one. It returns EAGAIN only when nothing was read,
+// so the caller waits.
 func recvBurst(fd int, bufs []*[]byte, lens []int) (int, error) {
 	got := 0
 	for got < len(bufs) {
-		b := replyBufs.Get().(*[]byte)
+		var b *[]byte
+		if got == 0 {
+			b = replyBufs.get()
+		} else if b, _ = replyBufs.tryGet(); b == nil {
+			return got, nil
+		}
 		k, _, _, _, err := unix.Recvmsg(fd, *b, nil, unix.MSG_DONTWAIT)
 		if err != nil {
-			replyBufs.Put(b)
+			replyBufs.put(b)
 			if got > 0 && errors.Is(err, unix.EAGAIN) {
 				return got, nil
 			}

@@ -93,6 +93,9 @@ type Proxy struct {
 	// on p.mu.
 	published atomic.Pointer[map[string]*cluster.Cluster]
 	listeners map[string]running
+	// breakers is shared by every UDP listener: a cluster's circuit
+	// breaker counts its sessions from all of them.
+	breakers  *udp.Breakers
 	specs     map[string]*listener.Spec
 	lds       bool
 	ldsTimer  *time.Timer
@@ -118,7 +121,7 @@ func New(o Options) *Proxy {
 	p := &Proxy{
 		opts: o, active: map[string]*cluster.Cluster{}, warming: map[string]*cluster.Cluster{},
 		listeners: map[string]running{}, specs: map[string]*listener.Spec{},
-		listening: make(chan struct{}),
+		listening: make(chan struct{}), breakers: udp.NewBreakers(),
 	}
 	p.client = &xds.Client{
 		Target: o.XDS, Node: &corev3.Node{Id: o.Node}, Handler: p, Log: o.Log,
@@ -398,7 +401,7 @@ func (r running) update(s *listener.Spec) {
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
 	if s.UDP != nil {
-		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		return running{u: u}, err
 	}
 	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})

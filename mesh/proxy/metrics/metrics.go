@@ -51,6 +51,9 @@ type Metrics struct {
 	udpListeners map[string]*UDPListener
 	tcpListeners map[string]*TCPListener
 	clusters     map[string]*Cluster
+
+	// bounds holds the UDP refusal counters (bounds.go).
+	bounds *bounds
 }
 
 // New makes a registry with every family registered.
@@ -87,6 +90,7 @@ func New() *Metrics {
 	m.tcpIdleTimeouts = cv("aether_proxy_tcp_idle_timeouts_total", "Connections closed by tcp_proxy's idle_timeout.", "listener")
 	m.tcpBytes = cv("aether_proxy_tcp_bytes_total", "Bytes proxied over TCP, by direction.", "listener", "direction")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
+	m.bounds = newBounds(m.Registry)
 	return m
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/proxy"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/privileged"
 )
@@ -37,10 +38,12 @@ const overloadFor = time.Second
 // BenchmarkUDPOverload drives one-way 1200-byte datagrams from the client
 // pod at paced rates, to the backend pod directly (node forwarding) and to
 // VIP:18082 through the proxy, in the same run, and reports for each path
-// the loss as the receiver counted it. Every loss is located where the
-// kernel counts it: RcvbufErrors from /proc/net/snmp in the pod netns (the
-// capture socket) and in the backend netns (the receiver); what neither
-// accounts for is reported as unaccounted (device or backlog queues).
+// the loss as the receiver counted it. Every loss is located where it is
+// counted: RcvbufErrors from /proc/net/snmp in the pod netns (the capture
+// socket) and in the backend netns (the receiver), the proxy's own drop
+// counters, and the kernel's per-CPU backlog drops (softnet_stat, which is
+// machine-wide, so other traffic on the machine adds to it); what none
+// accounts for is reported as unaccounted.
 // The last two sub-benchmarks send as fast as the client can: with one
 // datagram per send, and with eight per UDP_SEGMENT send as QUIC stacks do
 // (the capture socket's UDP_GRO then takes them as one buffer).
@@ -72,7 +75,7 @@ func BenchmarkUDPOverload(b *testing.B) {
 		b.Run(fmt.Sprintf("rate=%dMbps", mbps), func(b *testing.B) {
 			for range b.N {
 				for _, path := range paths {
-					r := path.run(b, rig, sink, mbps)
+					r := path.run(b, rig, p, sink, mbps)
 					r.report(b, path.name)
 				}
 			}
@@ -88,7 +91,7 @@ func BenchmarkUDPOverload(b *testing.B) {
 			for range b.N {
 				for i, path := range paths {
 					path.segs = segs
-					got[i] = path.run(b, rig, sink, 0)
+					got[i] = path.run(b, rig, p, sink, 0)
 					got[i].report(b, path.name)
 				}
 			}
@@ -121,10 +124,11 @@ type overloadPath struct {
 }
 
 type overloadResult struct {
-	sent, received            int64
-	elapsed                   time.Duration
-	rcvbufPod, rcvbufBack     int64
-	proxyDropped, unaccounted int64
+	sent, received        int64
+	elapsed               time.Duration
+	rcvbufPod, rcvbufBack int64
+	proxyDropped, softnet int64
+	unaccounted           int64
 }
 
 func (r overloadResult) lossPct() float64 {
@@ -141,14 +145,17 @@ func (r overloadResult) report(b *testing.B, path string) {
 	b.ReportMetric(r.deliveredRate()*overloadDgram*8/1e6, path+"-recv-Mbps")
 	b.ReportMetric(float64(r.rcvbufPod), path+"-rcvbuf-pod")
 	b.ReportMetric(float64(r.rcvbufBack), path+"-rcvbuf-back")
+	b.ReportMetric(float64(r.proxyDropped), path+"-proxy-dropped")
+	b.ReportMetric(float64(r.softnet), path+"-softnet-dropped")
 	b.ReportMetric(float64(r.unaccounted), path+"-unaccounted")
 }
 
 // run sends for overloadFor at mbps (0: as fast as possible), waits for
 // the receiver to settle, and accounts for every datagram.
-func (p overloadPath) run(b *testing.B, rig *proxytest.Rig, sink *sink, mbps int) overloadResult {
+func (p overloadPath) run(b *testing.B, rig *proxytest.Rig, px *proxy.Proxy, sink *sink, mbps int) overloadResult {
 	b.Helper()
 	pod0, back0 := udpStat(b, rig.Pod.Path, "RcvbufErrors"), udpStat(b, rig.Back.Path, "RcvbufErrors")
+	proxy0, softnet0 := proxyDrops(b, px), softnetDropped(b)
 	recv0 := sink.total()
 	sent, elapsed, err := sendPaced(p.conn, mbps, max(p.segs, 1), overloadFor)
 	if err != nil {
@@ -157,10 +164,13 @@ func (p overloadPath) run(b *testing.B, rig *proxytest.Rig, sink *sink, mbps int
 	sink.settle()
 	r := overloadResult{
 		sent: sent, received: sink.total() - recv0, elapsed: elapsed,
-		rcvbufPod:  udpStat(b, rig.Pod.Path, "RcvbufErrors") - pod0,
+		// The capture socket has UDP_GRO: a segmented send it cannot take
+		// is dropped whole and counted once, for its segs datagrams.
+		rcvbufPod:  (udpStat(b, rig.Pod.Path, "RcvbufErrors") - pod0) * int64(max(p.segs, 1)),
 		rcvbufBack: udpStat(b, rig.Back.Path, "RcvbufErrors") - back0,
 	}
-	r.unaccounted = r.sent - r.received - r.rcvbufPod - r.rcvbufBack
+	r.proxyDropped, r.softnet = proxyDrops(b, px)-proxy0, softnetDropped(b)-softnet0
+	r.unaccounted = r.sent - r.received - r.rcvbufPod - r.rcvbufBack - r.proxyDropped - r.softnet
 	return r
 }
 
@@ -279,4 +289,23 @@ func segmentCmsg(size int) []byte {
 	h.SetLen(unix.CmsgLen(2))
 	binary.NativeEndian.PutUint16(b[unix.CmsgLen(0):], uint16(size))
 	return b
+}
+
+// proxyDrops sums the capture listener's drop counters, every reason.
+func proxyDrops(b *testing.B, p *proxy.Proxy) int64 {
+	b.Helper()
+	var sum float64
+	for family, reasons := range map[string][]string{
+		"aether_proxy_udp_dropped_total":                         {metrics.DropNoRoute, metrics.DropNoCluster, metrics.DropNoHealthy, metrics.DropUpstreamError},
+		"aether_proxy_udp_downstream_rx_datagrams_dropped_total": {metrics.DropOverflow, metrics.DropDialQueue},
+	} {
+		for _, r := range reasons {
+			v, err := p.Metrics().Value(family, map[string]string{"listener": udpName, "reason": r})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += v
+		}
+	}
+	return int64(sum)
 }

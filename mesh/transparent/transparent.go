@@ -41,11 +41,10 @@ type Options struct {
 	// as one buffer of back-to-back segments, with their size in a
 	// control message (Meta.SegmentSize), instead of one per datagram.
 	GRO bool
-	// RecvBuf and SendBuf, when non-zero, size the socket's buffers in
-	// bytes: SO_RCVBUFFORCE / SO_SNDBUFFORCE, which pass net.core.rmem_max
-	// and wmem_max with CAP_NET_ADMIN, else SO_RCVBUF / SO_SNDBUF, which
-	// the kernel caps at them.
-	RecvBuf, SendBuf int
+	// RecvBuf, when non-zero, sizes the socket's receive buffer in bytes:
+	// SO_RCVBUFFORCE, which passes net.core.rmem_max with CAP_NET_ADMIN,
+	// else SO_RCVBUF, which the kernel caps at it.
+	RecvBuf int
 }
 
 // InNetns runs fn on an OS thread inside the namespace at path; an empty
@@ -78,10 +77,7 @@ func control(network string, o Options, recv bool) func(string, string, syscall.
 				set(unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, "SO_REUSEADDR")
 			}
 			if o.RecvBuf != 0 {
-				setBuf(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, o.RecvBuf, "SO_RCVBUF", &serr)
-			}
-			if o.SendBuf != 0 {
-				setBuf(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, o.SendBuf, "SO_SNDBUF", &serr)
+				setRecvBuf(fd, o.RecvBuf, &serr)
 			}
 			if o.GRO {
 				set(unix.SOL_UDP, unix.UDP_GRO, 1, "UDP_GRO")
@@ -113,18 +109,18 @@ func control(network string, o Options, recv bool) func(string, string, syscall.
 	}
 }
 
-// setBuf sets a buffer size with the FORCE option and falls back to the
-// capped one when the process may not force (EPERM).
-func setBuf(fd uintptr, force, capped, v int, name string, serr *error) {
+// setRecvBuf sets the receive buffer with SO_RCVBUFFORCE and falls back
+// to SO_RCVBUF when the process may not force (EPERM).
+func setRecvBuf(fd uintptr, v int, serr *error) {
 	if *serr != nil {
 		return
 	}
-	err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, force, v)
+	err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, v)
 	if errors.Is(err, unix.EPERM) {
-		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, capped, v)
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, v)
 	}
 	if err != nil {
-		*serr = fmt.Errorf("failed to set %s to %d: %w", name, v, err)
+		*serr = fmt.Errorf("failed to set SO_RCVBUF to %d: %w", v, err)
 	}
 }
 

@@ -17,6 +17,10 @@
 // upstream socket is made off the serve loop, with the datagrams that
 // arrive meanwhile queued in order up to a bound; reply buffers come from
 // a shared pool; failed reads back off.
+//
+// Datagrams move in batches: recvmmsg on the capture socket, which has
+// UDP_GRO so a client's segmented send is read whole (and split), and
+// UDP_SEGMENT runs on the upstream socket (BenchmarkUDPOverload).
 package udp
 
 import (
@@ -77,7 +81,7 @@ type hooks struct {
 // default (rmem_default, 208 KiB) holds about 90 datagrams of 1,200 bytes,
 // so any pause of the serve loop longer than about 3 ms at 300 Mb/s drops
 // datagrams (RcvbufErrors in the pod netns). 16 MiB rides out pauses of
-// about 100 ms at that rate; the memory is taken only while datagrams
+// about 200 ms at that rate; the memory is taken only while datagrams
 // queue, and net.ipv4.udp_mem bounds all UDP sockets together.
 // BenchmarkUDPOverload measures the difference (README).
 const captureRecvBuf = 16 << 20
@@ -114,7 +118,8 @@ type Listener struct {
 }
 
 // Listen opens the listener's socket (in its netns, transparent, with
-// IP_PKTINFO and IP_RECVORIGDSTADDR) and starts serving.
+// IP_PKTINFO, IP_RECVORIGDSTADDR, UDP_GRO and a captureRecvBuf receive
+// buffer) and starts serving.
 func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error) {
 	if spec.UDP == nil {
 		return nil, fmt.Errorf("listener %q is not a UDP listener", spec.Name)

@@ -127,6 +127,28 @@ func Install(c Config) (changed bool, err error) {
 	return rewrite(path, func(b []byte) ([]byte, bool, error) { return Chain(b, c.Plugin) })
 }
 
+// Installed reports whether the node carries the plugin as c would install
+// it: the binary in place and, in the active conflist, aether-cni as the
+// last plugin with c's entry. It is the installer's readiness: a pod
+// created once the installer is ready is captured.
+func Installed(c Config) error {
+	if _, err := os.Stat(filepath.Join(c.BinDir, PluginType)); err != nil {
+		return fmt.Errorf("no %s in %q: %w", PluginType, c.BinDir, err)
+	}
+	path, err := ActiveConflist(c.ConfDir)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("failed to read CNI config %q: %w", path, err)
+	}
+	if _, changed, err := Chain(b, c.Plugin); err != nil || changed {
+		return errors.Join(fmt.Errorf("CNI config %q does not end with this installer's %s entry", path, PluginType), err)
+	}
+	return nil
+}
+
 // Uninstall removes the plugin's entry and its binary, so a node whose
 // installer is gone does not call a plugin that may no longer be current.
 func Uninstall(c Config) error {

@@ -103,8 +103,19 @@ func TestInstallAndUninstallOnANodesDirs(t *testing.T) {
 	if err := os.WriteFile(later, []byte(kindnet), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := Installed(c); err == nil {
+		t.Fatal("Installed before Install")
+	}
 	if changed, err := Install(c); err != nil || !changed {
 		t.Fatalf("Install = changed %v, %v", changed, err)
+	}
+	if err := Installed(c); err != nil {
+		t.Fatalf("Installed after Install: %v", err)
+	}
+	other := c
+	other.Plugin = map[string]any{"captureMode": "redirect"}
+	if err := Installed(other); err == nil || !strings.Contains(err.Error(), "10-kindnet.conflist") {
+		t.Fatalf("Installed for another mode: %v", err)
 	}
 	if changed, err := Install(c); err != nil || changed {
 		t.Fatalf("a second Install = changed %v, %v; want no rewrite", changed, err)

@@ -1,7 +1,8 @@
 // Command aether-cni-install is the CNI DaemonSet's container: it installs
 // aether-cni on its node (package mesh/cniinstall), keeps it installed
 // while the pod network plugin may rewrite its conflist, and removes it on
-// SIGTERM.
+// SIGTERM. With --check (and the same flags) it is its own readiness
+// probe: ready once the node carries its entry.
 package main
 
 import (
@@ -33,6 +34,7 @@ func run() error {
 	mode := flag.String("capture-mode", string(constants.CaptureTProxy), "captureMode of the chained entry: tproxy or redirect")
 	exclude := flag.String("exclude-namespaces", "kube-system", "comma-separated namespaces aether-cni leaves alone")
 	every := flag.Duration("recheck", 5*time.Second, "how often the entry is checked and put back")
+	check := flag.Bool("check", false, "exit 0 if the node carries this installer's entry, 1 if not (the readiness probe)")
 	flag.Parse()
 	if _, err := constants.ParseCaptureMode(*mode); err != nil {
 		return fmt.Errorf("--capture-mode: %w", err)
@@ -45,6 +47,9 @@ func run() error {
 	}
 	c := cniinstall.Config{Binary: *binary, BinDir: *binDir, ConfDir: *confDir,
 		Plugin: map[string]any{"captureMode": *mode, "excludeNamespaces": excl}}
+	if *check {
+		return cniinstall.Installed(c)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

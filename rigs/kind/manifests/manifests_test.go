@@ -123,9 +123,11 @@ func TestAgentDaemonSetCarriesTheMeshsPrivilegesAndMounts(t *testing.T) {
 		}
 	}
 	for _, c := range []corev1.Container{agent, proxy} {
-		host, m := mount(t, ps, c, "/run/netns")
-		if host != "/run/netns" || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
-			t.Errorf("%s: /run/netns from host %q, propagation %v; want the host's /run/netns, HostToContainer", c.Name, host, m.MountPropagation)
+		for _, at := range []string{"/run/netns", "/var/run/netns"} {
+			host, m := mount(t, ps, c, at)
+			if host != "/run/netns" || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+				t.Errorf("%s: %s from host %q, propagation %v; want the host's /run/netns, HostToContainer", c.Name, at, host, m.MountPropagation)
+			}
 		}
 		if host, _ := mount(t, ps, c, v.SocketDir); host != v.SocketDir {
 			t.Errorf("%s: %s from host %q", c.Name, v.SocketDir, host)
@@ -166,6 +168,14 @@ func TestCNIDaemonSetMountsTheNodesCNIDirs(t *testing.T) {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("installer args %q lack %q", c.Args, want)
 		}
+	}
+	// Ready means installed in this very configuration: the probe is the
+	// installer's --check with the installer's own flags.
+	if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil {
+		t.Fatal("the installer has no exec readiness probe")
+	}
+	if want := append([]string{"/usr/local/bin/aether-cni-install", "--check"}, c.Args...); !slices.Equal(c.ReadinessProbe.Exec.Command, want) {
+		t.Errorf("readiness probe %q, want %q", c.ReadinessProbe.Exec.Command, want)
 	}
 	// The mode reaches the agent too: CNI and agent must agree.
 	agent := container(t, objs["DaemonSet/aether-node"].(*appsv1.DaemonSet).Spec.Template.Spec, "agent")

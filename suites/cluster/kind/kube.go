@@ -59,23 +59,36 @@ func newKube(cfg *rest.Config) (*kube, error) {
 // decoding it strictly (manifests.Decode), so nothing reaches the API
 // server that the offline tests would have refused.
 func (k *kube) apply(ctx context.Context, stream []byte) error {
-	if _, err := manifests.Decode(stream); err != nil {
+	docs, err := documents(stream)
+	if err != nil {
 		return err
 	}
+	for _, u := range docs {
+		if err := k.applyOne(ctx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// documents splits a stream into the objects to apply, refusing it unless
+// every document decodes strictly.
+func documents(stream []byte) ([]*unstructured.Unstructured, error) {
+	if _, err := manifests.Decode(stream); err != nil {
+		return nil, err
+	}
 	r := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+	var out []*unstructured.Unstructured
 	for {
-		var u unstructured.Unstructured
+		u := &unstructured.Unstructured{}
 		if err := r.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return out, nil
 			}
-			return fmt.Errorf("failed to read a manifest: %w", err)
+			return nil, fmt.Errorf("failed to read a manifest: %w", err)
 		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := k.applyOne(ctx, &u); err != nil {
-			return err
+		if len(u.Object) > 0 {
+			out = append(out, u)
 		}
 	}
 }

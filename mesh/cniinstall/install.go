@@ -115,16 +115,30 @@ func ActiveConflist(dir string) (string, error) {
 }
 
 // Install copies the binary and chains the plugin into the active conflist.
-// It is idempotent: a node already carrying the same entry is not rewritten.
+// The conflist is read and the new one built before anything is written, so
+// a node whose config cannot be chained onto gets nothing; the binary goes
+// in before the entry that names it. It is idempotent: a node already
+// carrying the same entry is not rewritten.
 func Install(c Config) (changed bool, err error) {
-	if err := copyBinary(c.Binary, filepath.Join(c.BinDir, PluginType)); err != nil {
-		return false, err
-	}
 	path, err := ActiveConflist(c.ConfDir)
 	if err != nil {
 		return false, err
 	}
-	return rewrite(path, func(b []byte) ([]byte, bool, error) { return Chain(b, c.Plugin) })
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("failed to read CNI config %q: %w", path, err)
+	}
+	out, changed, err := Chain(old, c.Plugin)
+	if err != nil {
+		return false, fmt.Errorf("CNI config %q: %w", path, err)
+	}
+	if err := copyBinary(c.Binary, filepath.Join(c.BinDir, PluginType)); err != nil {
+		return false, err
+	}
+	if !changed {
+		return false, nil
+	}
+	return true, writeAtomic(path, out, 0o644)
 }
 
 // Installed reports whether the node carries the plugin as c would install

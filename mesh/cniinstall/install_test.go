@@ -143,6 +143,36 @@ func TestInstallAndUninstallOnANodesDirs(t *testing.T) {
 	}
 }
 
+// A conflist that cannot be chained onto leaves the node untouched: no
+// binary, no rewrite.
+func TestInstallOntoABadConflistWritesNothing(t *testing.T) {
+	root := t.TempDir()
+	bin, conf := filepath.Join(root, "bin"), filepath.Join(root, "net.d")
+	for _, d := range []string{bin, conf} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := filepath.Join(root, "aether-cni.src")
+	if err := os.WriteFile(src, []byte("#!plugin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := `{"cniVersion": "1.0.0", "name": "x", "plugins": []}`
+	active := filepath.Join(conf, "10-x.conflist")
+	if err := os.WriteFile(active, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(Config{Binary: src, BinDir: bin, ConfDir: conf}); err == nil || !strings.Contains(err.Error(), active) {
+		t.Fatalf("Install onto an empty plugin list: %v", err)
+	}
+	if entries, _ := os.ReadDir(bin); len(entries) != 0 {
+		t.Fatalf("the bin dir got %d entries from a failed install", len(entries))
+	}
+	if b, _ := os.ReadFile(active); string(b) != bad {
+		t.Fatal("the conflist was rewritten by a failed install")
+	}
+}
+
 func TestActiveConflistRefusesASinglePluginFile(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "05-bridge.conf"), []byte(`{}`), 0o644); err != nil {

@@ -21,21 +21,24 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "aether-cni-install: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	binary := flag.String("binary", "/usr/local/bin/aether-cni", "the aether-cni binary to install")
-	binDir := flag.String("cni-bin-dir", "/host/opt/cni/bin", "the node's CNI bin dir, as mounted")
-	confDir := flag.String("cni-conf-dir", "/host/etc/cni/net.d", "the node's CNI conf dir, as mounted")
-	mode := flag.String("capture-mode", string(constants.CaptureTProxy), "captureMode of the chained entry: tproxy or redirect")
-	exclude := flag.String("exclude-namespaces", "kube-system", "comma-separated namespaces aether-cni leaves alone")
-	every := flag.Duration("recheck", 5*time.Second, "how often the entry is checked and put back")
-	check := flag.Bool("check", false, "exit 0 if the node carries this installer's entry, 1 if not (the readiness probe)")
-	flag.Parse()
+func run(args []string) error {
+	fs := flag.NewFlagSet("aether-cni-install", flag.ContinueOnError)
+	binary := fs.String("binary", "/usr/local/bin/aether-cni", "the aether-cni binary to install")
+	binDir := fs.String("cni-bin-dir", "/host/opt/cni/bin", "the node's CNI bin dir, as mounted")
+	confDir := fs.String("cni-conf-dir", "/host/etc/cni/net.d", "the node's CNI conf dir, as mounted")
+	mode := fs.String("capture-mode", string(constants.CaptureTProxy), "captureMode of the chained entry: tproxy or redirect")
+	exclude := fs.String("exclude-namespaces", "kube-system", "comma-separated namespaces aether-cni leaves alone")
+	every := fs.Duration("recheck", 5*time.Second, "how often the entry is checked and put back")
+	check := fs.Bool("check", false, "exit 0 if the node carries this installer's entry, 1 if not (the readiness probe)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if _, err := constants.ParseCaptureMode(*mode); err != nil {
 		return fmt.Errorf("--capture-mode: %w", err)
 	}

@@ -50,7 +50,7 @@ func (k *kube) dialRelay(ctx context.Context, p cluster.Pod, network string, dst
 
 // newStreamConn drives a relay that reads in and writes out.
 func newStreamConn(in *io.PipeWriter, out io.Reader, udp bool, cancel context.CancelFunc, local, remote string) *streamConn {
-	c := &streamConn{in: in, udp: udp, cancel: cancel, local: local, remote: remote, reads: make(chan []byte, 64), done: make(chan struct{})}
+	c := &streamConn{in: in, udp: udp, cancel: cancel, local: local, remote: remote, reads: make(chan []byte, 64), done: make(chan struct{}), closed: make(chan struct{})}
 	go c.readLoop(out)
 	return c
 }
@@ -64,7 +64,10 @@ type streamConn struct {
 	local, remote string
 
 	reads chan []byte
-	done  chan struct{}
+	// done closes when the relay's output ends; closed when Close is
+	// called, so a reader nobody drains does not block forever.
+	done   chan struct{}
+	closed chan struct{}
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -95,7 +98,11 @@ func (c *streamConn) readLoop(r io.Reader) {
 			}
 			b = buf[:n]
 		}
-		c.reads <- b
+		select {
+		case c.reads <- b:
+		case <-c.closed:
+			return
+		}
 	}
 }
 
@@ -155,6 +162,7 @@ func (c *streamConn) Write(p []byte) (int, error) {
 
 func (c *streamConn) Close() error {
 	c.once.Do(func() {
+		close(c.closed)
 		c.in.Close()
 		c.cancel()
 	})

@@ -83,12 +83,21 @@ type Cluster interface {
 	// Update edits the registry the agents watch: services, UDPRoutes and
 	// weights; pods cannot be added or removed.
 	Update(ctx context.Context, edit func(*registry.Scenario)) error
-	// ProxyMetrics is the Prometheus text of the proxy on scenario node node.
-	ProxyMetrics(ctx context.Context, node string) (string, error)
+	// Metrics is the Prometheus text of the agent's or the proxy's
+	// /metrics on scenario node node.
+	Metrics(ctx context.Context, node string, of Component) (string, error)
 	// Check reports any mesh or backend process that has died.
 	Check(ctx context.Context) error
 	Close() error
 }
+
+// Component is a per-node mesh process whose counters a suite reads.
+type Component string
+
+const (
+	Agent Component = "agent"
+	Proxy Component = "proxy"
+)
 
 // PodNamed finds namespace/name among c's pods.
 func PodNamed(c Cluster, namespace, name string) (Pod, error) {

@@ -77,12 +77,18 @@ func (n *netnsCluster) Update(_ context.Context, edit func(*registry.Scenario)) 
 	return n.c.Update(edit)
 }
 
-func (n *netnsCluster) ProxyMetrics(ctx context.Context, name string) (string, error) {
+func (n *netnsCluster) Metrics(ctx context.Context, name string, of Component) (string, error) {
 	nd := n.c.Node(name)
 	if nd == nil {
 		return "", fmt.Errorf("no node %s in the cluster", name)
 	}
-	return nd.Get(ctx, nd.ProxyMetrics, "/metrics")
+	switch of {
+	case Agent:
+		return nd.Get(ctx, nd.AgentMetrics, "/metrics")
+	case Proxy:
+		return nd.Get(ctx, nd.ProxyMetrics, "/metrics")
+	}
+	return "", fmt.Errorf("no component %q on node %s (want %q or %q)", of, name, Agent, Proxy)
 }
 
 func (n *netnsCluster) Check(context.Context) error { return n.c.Check() }

@@ -48,7 +48,7 @@ func vip(c cluster.Cluster, svc string) (netip.Addr, error) { return c.ServiceVI
 // proxyCounter reads one counter family from node-a's proxy, summed over
 // samples carrying labels.
 func proxyCounter(ctx context.Context, c cluster.Cluster, name string, labels map[string]string) (float64, error) {
-	body, err := c.ProxyMetrics(ctx, "node-a")
+	body, err := c.Metrics(ctx, "node-a", cluster.Proxy)
 	if err != nil {
 		return 0, err
 	}

@@ -130,7 +130,7 @@ func (c *kindCluster) waitReady(ctx context.Context) error {
 func (c *kindCluster) waitListeners(ctx context.Context, scNode string) error {
 	var missing string
 	err := poll(ctx, 2*time.Minute, "the proxy on "+c.nodes[scNode]+" serving every pod", func(ctx context.Context) (bool, error) {
-		body, err := c.ProxyMetrics(ctx, scNode)
+		body, err := c.Metrics(ctx, scNode, cluster.Proxy)
 		if err != nil {
 			missing = err.Error()
 			return false, nil
@@ -288,21 +288,26 @@ func (c *kindCluster) prune(ctx context.Context, prev, next registry.Scenario) e
 	return nil
 }
 
-func (c *kindCluster) ProxyMetrics(ctx context.Context, scNode string) (string, error) {
+func (c *kindCluster) Metrics(ctx context.Context, scNode string, of cluster.Component) (string, error) {
 	kn, ok := c.nodes[scNode]
 	if !ok {
 		return "", fmt.Errorf("no node %s in the scenario", scNode)
+	}
+	port, ok := metricsPorts[of]
+	if !ok {
+		return "", fmt.Errorf("no component %q on node %s", of, scNode)
 	}
 	pod, err := c.meshPod(ctx, kn)
 	if err != nil {
 		return "", err
 	}
-	return c.k.getViaPortForward(ctx, c.values.Namespace, pod.Name, proxyMetricsPort, "/metrics")
+	return c.k.getViaPortForward(ctx, c.values.Namespace, pod.Name, port, "/metrics")
 }
 
-// proxyMetricsPort is aether-proxy's default loopback metrics port; a port
-// forward reaches it in the hostNetwork pod's (the node's) netns.
-const proxyMetricsPort = 15091
+// metricsPorts are the agent's and proxy's default loopback metrics ports
+// (the DaemonSet leaves both flags at their defaults); a port forward
+// reaches them in the hostNetwork pod's netns, which is the node's.
+var metricsPorts = map[cluster.Component]int{cluster.Agent: 15090, cluster.Proxy: 15091}
 
 func (c *kindCluster) meshPod(ctx context.Context, kindNode string) (*corev1.Pod, error) {
 	l, err := c.k.cs.CoreV1().Pods(c.values.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=aether-node", FieldSelector: "spec.nodeName=" + kindNode})

@@ -30,6 +30,7 @@ import (
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/images"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/node"
@@ -161,6 +162,11 @@ func (s *setup) buildImages(ctx context.Context, _ *envconf.Config) (context.Con
 		names = append(names, img.Binaries...)
 	}
 	if err := images.BuildBinaries(root, binDir, names...); err != nil {
+		return ctx, err
+	}
+	// Results name the exact mesh binaries they judged (reports/results):
+	// on kind, the ones baked into the images.
+	if err := results.RecordBinaries(binDir, "aether-cni", "aether-agent", "aether-proxy"); err != nil {
 		return ctx, err
 	}
 	for _, img := range images.All() {

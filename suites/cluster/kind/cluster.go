@@ -153,7 +153,9 @@ func (c *kindCluster) waitListeners(ctx context.Context, scNode string) error {
 func (c *kindCluster) Pods() []cluster.Pod { return append([]cluster.Pod(nil), c.pods...) }
 
 func (c *kindCluster) ServiceVIP(namespace, name string) (netip.Addr, error) {
-	svc, err := c.k.cs.CoreV1().Services(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc, err := c.k.cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("service %s/%s: %w", namespace, name, err)
 	}

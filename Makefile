@@ -11,6 +11,9 @@ GATE_SUITES ?= phase0,cni-capture,udproute
 TEST_TIMEOUT ?= 25m
 # The suites `make suites` runs, each of which must write a result.
 SUITES_ONLY ?= udproute
+# The suites `make e2e` runs on kind (packages under suites/ whose TestMain
+# is suites/provider.Main), each of which must write a result.
+E2E_SUITES ?= udproute
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.
@@ -32,7 +35,7 @@ help:
 	@echo "make test    all tests (unit, privileged rigs, suites); as root nothing skips"
 	@echo "make rigs    run the Phase 0 rig and print its table"
 	@echo "make suites  run the ginkgo suites on the embedded netns cluster and print their tables"
-	@echo "make e2e     the suites on kind (needs a container engine and kind)"
+	@echo "make e2e     the suites on kind (needs a container engine; kind itself is a Go module)"
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
 	@echo "make build   build every binary into bin/"
@@ -71,8 +74,18 @@ suites:
 	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites-only/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./suites/... -v; \
 		rc=$$?; $(REPORTS)/suites-only/bin/aether-gate -dir $(REPORTS)/suites-only -require $(SUITES_ONLY) $(GATE_BUILD) || rc=1; exit $$rc
 
+# The suites on kind. aether-e2e imports nothing heavy, so without a
+# container engine it is built and fails within seconds, naming what is
+# missing; with one, each suite's TestMain creates a kind cluster (two
+# workers), loads the images, installs the mesh, runs, exports the logs and
+# deletes the cluster. The gate then prints the suites' tables; a suite
+# that wrote no result fails both.
 e2e:
-	$(GO) run ./suites/cmd/aether-e2e
+	@rm -rf $(REPORTS)/e2e && mkdir -p $(REPORTS)/e2e
+	@$(GO) build -o $(REPORTS)/e2e/bin/ ./suites/cmd/aether-e2e
+	@$(REPORTS)/e2e/bin/aether-e2e -out $(REPORTS)/e2e -suites $(E2E_SUITES)
+	@$(GO) build -o $(REPORTS)/e2e/bin/ ./reports/cmd/aether-gate
+	@$(REPORTS)/e2e/bin/aether-gate -dir $(REPORTS)/e2e -require $(E2E_SUITES) $(GATE_BUILD)
 
 soak:
 	$(GO) run ./soak/cmd/aether-soak grade-all fixtures/soaks

@@ -12,6 +12,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/suites/cluster"
 	"sigs.k8s.io/yaml"
 )
 
@@ -42,13 +43,12 @@ func twenty() []string {
 	return out
 }
 
-func vip(c *node.Cluster, svc string) (netip.Addr, error) { return c.ServiceVIP(namespace, svc) }
+func vip(c cluster.Cluster, svc string) (netip.Addr, error) { return c.ServiceVIP(namespace, svc) }
 
 // proxyCounter reads one counter family from node-a's proxy, summed over
 // samples carrying labels.
-func proxyCounter(ctx context.Context, c *node.Cluster, name string, labels map[string]string) (float64, error) {
-	n := c.Node("node-a")
-	body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+func proxyCounter(ctx context.Context, c cluster.Cluster, name string, labels map[string]string) (float64, error) {
+	body, err := c.Metrics(ctx, "node-a", cluster.Proxy)
 	if err != nil {
 		return 0, err
 	}
@@ -77,12 +77,12 @@ func selection(ctx context.Context, r *rig, mode constants.CaptureMode, name str
 			return obs, err
 		}
 		tag := fmt.Sprintf("%s-%s", name, svc)
-		s, err := sendUDP(c, ip, l4, tag, perService)
+		s, err := sendUDP(ctx, c, ip, l4, tag, perService)
 		if err != nil {
 			return obs, err
 		}
 		settle()
-		d, err := delivered(c, tag)
+		d, err := delivered(ctx, c, tag)
 		if err != nil {
 			return obs, err
 		}
@@ -90,7 +90,7 @@ func selection(ctx context.Context, r *rig, mode constants.CaptureMode, name str
 		parts = append(parts, fmt.Sprintf("%s -> %s (%d/%d replies)", svc, d, s.replied(), s.Datagrams))
 	}
 	obs.Summary = strings.Join(parts, "; ")
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func facts(o redgreen.Observation, svc string) (delivered map[string]int, replies map[string]int, sentN int, err error) {
@@ -255,12 +255,12 @@ func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
 			return obs, err
 		}
 		tag := "twenty-" + svc
-		s, err := sendUDP(c, ip, l4, tag, n)
+		s, err := sendUDP(ctx, c, ip, l4, tag, n)
 		if err != nil {
 			return obs, err
 		}
 		settle()
-		d, err := delivered(c, tag)
+		d, err := delivered(ctx, c, tag)
 		if err != nil {
 			return obs, err
 		}
@@ -281,7 +281,7 @@ func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs.Facts["rx_client_listener"] = afterL - beforeL
 	obs.Facts["expected"] = float64(n * len(twenty()))
 	obs.Summary = fmt.Sprintf("%d/20 services at their own backend; %s rx +%.0f (all listeners +%.0f)", own, listener, afterL-beforeL, after-before)
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkTwenty(o redgreen.Observation) error {
@@ -320,13 +320,13 @@ func runNoRoute(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	const n = 10
 	saved := replyTimeout
 	replyTimeout = dropTimeout
-	s, err := sendUDP(c, ip, l4, "noroute", n)
+	s, err := sendUDP(ctx, c, ip, l4, "noroute", n)
 	replyTimeout = saved
 	if err != nil {
 		return obs, err
 	}
 	settle()
-	d, err := delivered(c, "noroute")
+	d, err := delivered(ctx, c, "noroute")
 	if err != nil {
 		return obs, err
 	}
@@ -341,7 +341,7 @@ func runNoRoute(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs.Facts = map[string]any{"sent": s.Datagrams, "replies": s.replied(), "delivered": d.total(), "by_pod": d.ByPod,
 		"rx": rx1 - rx0, "dropped": drop1 - drop0}
 	obs.Summary = fmt.Sprintf("sent %d: listener rx +%.0f, dropped +%.0f, delivered to %s, %d replies", s.Datagrams, rx1-rx0, drop1-drop0, d, s.replied())
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkNoRoute(o redgreen.Observation) error {
@@ -378,21 +378,21 @@ func runInbound(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	const n = 10
 	saved := replyTimeout
 	replyTimeout = dropTimeout
-	s8, err := sendUDP(c, ip, constants.InboundPort, "inbound-18008", n)
+	s8, err := sendUDP(ctx, c, ip, constants.InboundPort, "inbound-18008", n)
 	replyTimeout = saved
 	if err != nil {
 		return obs, err
 	}
-	s2, err := sendUDP(c, ip, l4, "inbound-18082", n)
+	s2, err := sendUDP(ctx, c, ip, l4, "inbound-18082", n)
 	if err != nil {
 		return obs, err
 	}
 	settle()
-	d8, err := delivered(c, "inbound-18008")
+	d8, err := delivered(ctx, c, "inbound-18008")
 	if err != nil {
 		return obs, err
 	}
-	d2, err := delivered(c, "inbound-18082")
+	d2, err := delivered(ctx, c, "inbound-18082")
 	if err != nil {
 		return obs, err
 	}
@@ -404,7 +404,7 @@ func runInbound(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		"delivered_18008": d8.total(), "delivered_18082": d2.ByPod, "replies_18008": s8.replied()}
 	obs.Summary = fmt.Sprintf("udp_proxy rx +%.0f for %d to :18082 and %d to :18008; :18008 delivered to %s, :18082 to %s",
 		rx1-rx0, s2.Datagrams, s8.Datagrams, d8, d2)
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkInbound(o redgreen.Observation) error {
@@ -441,7 +441,7 @@ func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	s, err := sendUDP(c, ip, l4, "dual-udp", perService)
+	s, err := sendUDP(ctx, c, ip, l4, "dual-udp", perService)
 	if err != nil {
 		return obs, err
 	}
@@ -455,11 +455,11 @@ func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		tcpReplies[rep]++
 	}
 	settle()
-	du, err := delivered(c, "dual-udp")
+	du, err := delivered(ctx, c, "dual-udp")
 	if err != nil {
 		return obs, err
 	}
-	dt, err := delivered(c, "dual-tcp")
+	dt, err := delivered(ctx, c, "dual-tcp")
 	if err != nil {
 		return obs, err
 	}
@@ -470,7 +470,7 @@ func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs.Facts = map[string]any{"udp_sent": s.Datagrams, "udp_ports": du.ByPort, "udp_replies": s.Replies,
 		"tcp_sent": conns, "tcp_ports": dt.ByPort, "tcp_replies": tcpReplies, "tcp_cluster_conns": t1 - t0}
 	obs.Summary = fmt.Sprintf("udp -> %v; tcp -> %v; tcp:svc-dual.demo connections +%.0f", du.ByPort, dt.ByPort, t1-t0)
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkDual(o redgreen.Observation) error {
@@ -497,7 +497,7 @@ func checkDual(o redgreen.Observation) error {
 
 // awaitDelivery probes svc from fresh sockets until a probe lands at pod,
 // which is how the suite knows the agent and proxy applied a change.
-func awaitDelivery(ctx context.Context, c *node.Cluster, ip netip.Addr, tag, pod string) error {
+func awaitDelivery(ctx context.Context, c cluster.Cluster, ip netip.Addr, tag, pod string) error {
 	saved := replyTimeout
 	replyTimeout = dropTimeout
 	defer func() { replyTimeout = saved }()
@@ -506,11 +506,11 @@ func awaitDelivery(ctx context.Context, c *node.Cluster, ip netip.Addr, tag, pod
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if _, err := sendUDP(c, ip, l4, fmt.Sprintf("%s-%d", tag, i), 1); err != nil {
+		if _, err := sendUDP(ctx, c, ip, l4, fmt.Sprintf("%s-%d", tag, i), 1); err != nil {
 			return err
 		}
 		settle()
-		d, err := delivered(c, fmt.Sprintf("%s-%d", tag, i))
+		d, err := delivered(ctx, c, fmt.Sprintf("%s-%d", tag, i))
 		if err != nil {
 			return err
 		}
@@ -531,16 +531,16 @@ func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	if _, err := sendUDP(c, ip, l4, "drain-before", perService); err != nil {
+	if _, err := sendUDP(ctx, c, ip, l4, "drain-before", perService); err != nil {
 		return obs, err
 	}
 	settle()
-	before, err := delivered(c, "drain-before")
+	before, err := delivered(ctx, c, "drain-before")
 	if err != nil {
 		return obs, err
 	}
 	zero := int32(0)
-	err = c.Update(func(sc *registry.Scenario) {
+	err = c.Update(ctx, func(sc *registry.Scenario) {
 		for i := range sc.UDPRoutes {
 			if sc.UDPRoutes[i].Metadata.Name == "svc-w" {
 				sc.UDPRoutes[i].Spec.Rules[0].BackendRefs[0].Weight = &zero
@@ -553,17 +553,17 @@ func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err := awaitDelivery(ctx, c, ip, "drain-probe", "w-green-0"); err != nil {
 		return obs, err
 	}
-	if _, err := sendUDP(c, ip, l4, "drain-after", perService); err != nil {
+	if _, err := sendUDP(ctx, c, ip, l4, "drain-after", perService); err != nil {
 		return obs, err
 	}
 	settle()
-	after, err := delivered(c, "drain-after")
+	after, err := delivered(ctx, c, "drain-after")
 	if err != nil {
 		return obs, err
 	}
 	obs.Facts = map[string]any{"sent": perService, "before": before.ByPod, "after": after.ByPod}
 	obs.Summary = fmt.Sprintf("blue weight 1: %s; blue weight 0: %s", before, after)
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkDrain(o redgreen.Observation) error {
@@ -593,7 +593,7 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	ipNew := netip.MustParseAddr("10.96.2.10")
-	f, err := startFlow(c, ipA, "live-a", 20*time.Millisecond)
+	f, err := startFlow(ctx, c, ipA, "live-a", 20*time.Millisecond)
 	if err != nil {
 		return obs, err
 	}
@@ -606,7 +606,7 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		yaml.UnmarshalStrict([]byte(`{apiVersion: gateway.networking.k8s.io/v1alpha2, kind: UDPRoute, metadata: {name: svc-new, namespace: demo},
   spec: {parentRefs: [{group: "", kind: Service, name: svc-new}], rules: [{backendRefs: [{name: svc-new, port: 5000}]}]}}`), &newRoute))
 	if uerr == nil {
-		uerr = c.Update(func(sc *registry.Scenario) {
+		uerr = c.Update(ctx, func(sc *registry.Scenario) {
 			var svcs []registry.ScenarioService
 			for _, s := range sc.Services {
 				if s.Name != "svc-20" {
@@ -628,12 +628,12 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	}
 	var sNew, s20 sent
 	if uerr == nil {
-		sNew, uerr = sendUDP(c, ipNew, l4, "live-new", perService)
+		sNew, uerr = sendUDP(ctx, c, ipNew, l4, "live-new", perService)
 	}
 	if uerr == nil {
 		saved := replyTimeout
 		replyTimeout = dropTimeout
-		s20, uerr = sendUDP(c, ip20, l4, "live-removed", 10)
+		s20, uerr = sendUDP(ctx, c, ip20, l4, "live-removed", 10)
 		replyTimeout = saved
 	}
 	// Keep the flow going a little past the change.
@@ -643,15 +643,15 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, uerr
 	}
 	settle()
-	dFlow, err := delivered(c, "live-a")
+	dFlow, err := delivered(ctx, c, "live-a")
 	if err != nil {
 		return obs, err
 	}
-	dNew, err := delivered(c, "live-new")
+	dNew, err := delivered(ctx, c, "live-new")
 	if err != nil {
 		return obs, err
 	}
-	d20, err := delivered(c, "live-removed")
+	d20, err := delivered(ctx, c, "live-removed")
 	if err != nil {
 		return obs, err
 	}
@@ -665,7 +665,7 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	}
 	obs.Summary = fmt.Sprintf("svc-a session: %d sent, %d replies, delivered %s from %d proxy source(s); svc-new -> %s; removed svc-20 -> %s",
 		fs.Datagrams, fs.replied(), dFlow, len(dFlow.Sources["a-0"]), dNew, d20)
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkAddRemove(o redgreen.Observation) error {

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/mesh/transparent"
-	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/suites/cluster"
 )
 
 const (
@@ -43,12 +42,13 @@ func (s sent) replied() int {
 	return n
 }
 
+var clientPod = cluster.Pod{Namespace: namespace, Name: client}
+
 // sendUDP sends n datagrams tagged tag/i from the client pod over one
 // connected socket to vip:port, waiting for each reply (or replyTimeout).
-func sendUDP(c *node.Cluster, vip netip.Addr, port uint16, tag string, n int) (sent, error) {
+func sendUDP(ctx context.Context, c cluster.Cluster, vip netip.Addr, port uint16, tag string, n int) (sent, error) {
 	out := sent{Replies: map[string]int{}}
-	pod := c.Pod(namespace, client)
-	conn, err := transparent.DialUDP(pod.NS.Path, netip.AddrPort{}, netip.AddrPortFrom(vip, port), transparent.Options{})
+	conn, err := c.DialUDP(ctx, clientPod, netip.AddrPortFrom(vip, port))
 	if err != nil {
 		return out, err
 	}
@@ -71,11 +71,10 @@ func sendUDP(c *node.Cluster, vip netip.Addr, port uint16, tag string, n int) (s
 
 // sendTCP opens one connection from the client pod to vip:port, sends a
 // tagged line and returns the reply line.
-func sendTCP(ctx context.Context, c *node.Cluster, vip netip.Addr, port uint16, tag string) (string, error) {
-	pod := c.Pod(namespace, client)
+func sendTCP(ctx context.Context, c cluster.Cluster, vip netip.Addr, port uint16, tag string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, err := transparent.DialTCP(ctx, pod.NS.Path, netip.AddrPortFrom(vip, port), transparent.Options{})
+	conn, err := c.DialTCP(ctx, clientPod, netip.AddrPortFrom(vip, port))
 	if err != nil {
 		return "", err
 	}
@@ -122,10 +121,10 @@ func (d delivery) String() string {
 }
 
 // delivered reads every pod's record for payloads carrying tag.
-func delivered(c *node.Cluster, tag string) (delivery, error) {
+func delivered(ctx context.Context, c cluster.Cluster, tag string) (delivery, error) {
 	d := delivery{ByPod: map[string]int{}, ByPort: map[string]map[string]int{}, Sources: map[string]map[string]bool{}}
 	for _, p := range c.Pods() {
-		recs, err := c.Records(p.Namespace, p.Name)
+		recs, err := c.Records(ctx, p)
 		if err != nil {
 			return d, err
 		}
@@ -160,9 +159,8 @@ type flow struct {
 	err  error
 }
 
-func startFlow(c *node.Cluster, vip netip.Addr, tag string, interval time.Duration) (*flow, error) {
-	pod := c.Pod(namespace, client)
-	conn, err := transparent.DialUDP(pod.NS.Path, netip.AddrPort{}, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort), transparent.Options{})
+func startFlow(ctx context.Context, c cluster.Cluster, vip netip.Addr, tag string, interval time.Duration) (*flow, error) {
+	conn, err := c.DialUDP(ctx, clientPod, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort))
 	if err != nil {
 		return nil, err
 	}

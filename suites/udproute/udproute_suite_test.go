@@ -1,10 +1,12 @@
-// Package udproute is the UDPRoute selection e2e of proposal 038 Phase 3a on
-// the embedded netns cluster (rigs/node): several UDPRoute-backed services
-// behind the one transparent listener on 18082, each reaching its own
-// backend. The control is the same cluster with REDIRECT capture in the CNI
+// Package udproute is the UDPRoute selection e2e of proposal 038 Phase 3a,
+// by default on the embedded netns cluster (rigs/node): several
+// UDPRoute-backed services behind the one transparent listener on 18082,
+// each reaching its own backend. The control is the same cluster with REDIRECT capture in the CNI
 // and the agent, which must collapse the services onto the tie-break winner;
 // the subject is TPROXY mark-and-divert. The witness is each backend's own
-// record and the proxy's counters, never the client.
+// record and the proxy's counters, never the client. The cases are written
+// against suites/cluster, so the same suite runs on kind
+// (AETHER_CLUSTER=kind, make e2e).
 package udproute
 
 import (
@@ -23,6 +25,8 @@ import (
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/suites/cluster"
+	"github.com/aether-mesh/aether/suites/provider"
 )
 
 func TestUDPRoute(t *testing.T) {
@@ -37,33 +41,35 @@ const envBin = "AETHER_UDPROUTE_BIN"
 // scenario is the one file both capture modes run.
 const scenario = "../../fixtures/scenarios/udproute.yaml"
 
-// rig holds what the suite shares: the binaries built once, and one cluster
-// per capture mode, brought up on first use.
+// TestMain brings up and tears down the cluster the suite runs on: nothing
+// on netns (each case's cluster comes up on first use), a kind cluster
+// with the mesh installed when AETHER_CLUSTER=kind.
+func TestMain(m *testing.M) { provider.Main(m, "udproute") }
+
+// rig holds what the suite shares: the provider, and one cluster per
+// capture mode, brought up on first use.
 type rig struct {
-	bin      node.Binaries
+	provider cluster.Provider
 	runRoot  string
-	clusters map[constants.CaptureMode]*node.Cluster
+	clusters map[constants.CaptureMode]cluster.Cluster
 }
 
-func (r *rig) cluster(ctx context.Context, mode constants.CaptureMode) (*node.Cluster, error) {
+func (r *rig) cluster(ctx context.Context, mode constants.CaptureMode) (cluster.Cluster, error) {
 	if c := r.clusters[mode]; c != nil {
 		return c, nil
 	}
-	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: mode, Bin: r.bin,
+	c, err := r.provider.Up(ctx, cluster.Config{Scenario: scenario, Mode: mode,
 		RunDir: filepath.Join(r.runRoot, string(mode)), Logf: func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) }})
 	if err != nil {
-		return nil, fmt.Errorf("failed to bring up the %s cluster: %w", mode, err)
+		return nil, fmt.Errorf("failed to bring up the %s cluster on %s: %w", mode, r.provider.Name(), err)
 	}
 	r.clusters[mode] = c
 	return c, nil
 }
 
-// newRig finds or builds the binaries; the clusters come up on first use.
+// newRig picks the provider; on netns it finds or builds the binaries. The
+// clusters come up on first use.
 func newRig() (*rig, error) {
-	root, err := node.ModuleRoot(".")
-	if err != nil {
-		return nil, err
-	}
 	runRoot := GinkgoT().TempDir()
 	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
 		// Keep the clusters' logs and records beside the report.
@@ -71,6 +77,23 @@ func newRig() (*rig, error) {
 		if err := os.RemoveAll(runRoot); err != nil {
 			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
 		}
+	}
+	p, err := provider.Get(func() (cluster.Provider, error) {
+		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
+			return nil, fmt.Errorf("skipped: %s", why)
+		}
+		return netnsProvider(runRoot)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rig{provider: p, runRoot: runRoot, clusters: map[constants.CaptureMode]cluster.Cluster{}}, nil
+}
+
+func netnsProvider(runRoot string) (cluster.Provider, error) {
+	root, err := node.ModuleRoot(".")
+	if err != nil {
+		return nil, err
 	}
 	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
 	if bin.Dir == "" {
@@ -80,7 +103,7 @@ func newRig() (*rig, error) {
 			return nil, fmt.Errorf("failed to build the binaries: %w", err)
 		}
 	}
-	return &rig{bin: bin, runRoot: runRoot, clusters: map[constants.CaptureMode]*node.Cluster{}}, nil
+	return cluster.NetnsProvider{Bin: bin}, nil
 }
 
 func (r *rig) close(mode constants.CaptureMode) error {
@@ -101,13 +124,12 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 	BeforeAll(func(ctx SpecContext) {
 		suite := redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082"}
 		err := suite.Setup(func() (err error) {
-			if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
-				return fmt.Errorf("skipped: %s", why)
-			}
 			r, err = newRig()
 			return err
 		})
-		privileged.Require(GinkgoT())
+		if r == nil || r.provider.Name() == cluster.Netns {
+			privileged.Require(GinkgoT())
+		}
 		Expect(err).NotTo(HaveOccurred())
 
 		suite.Cases = cases(r)
@@ -123,7 +145,9 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 		for mode := range r.clusters {
 			Expect(r.close(mode)).To(Succeed())
 		}
-		Expect(netns.LeakCheck()).To(Succeed())
+		if r.provider.Name() == cluster.Netns {
+			Expect(netns.LeakCheck()).To(Succeed())
+		}
 	})
 
 	It("shows the control's signature and every subject green", func() {

@@ -1,0 +1,110 @@
+// Package cluster is what the suites need from a cluster, whichever kind it
+// is: the scenario's pods and services, a client socket inside a pod, each
+// backend's own record (the witness), live registry changes, and the
+// proxies' counters. The suite bodies are written against Cluster only, so
+// the same red-then-green cases run on the embedded netns cluster (this
+// package's Netns provider, the default) and on kind (suites/cluster/kind).
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/rigs/node"
+)
+
+// EnvProvider names the provider the suites run on.
+const EnvProvider = "AETHER_CLUSTER"
+
+// The providers.
+const (
+	Netns = "netns"
+	Kind  = "kind"
+)
+
+// Selected returns the provider AETHER_CLUSTER names, netns when unset.
+func Selected() (string, error) { return parseProvider(os.Getenv(EnvProvider)) }
+
+func parseProvider(v string) (string, error) {
+	switch v {
+	case "", Netns:
+		return Netns, nil
+	case Kind:
+		return Kind, nil
+	}
+	return "", fmt.Errorf("%s=%q: unknown cluster provider; choose %q (the embedded netns cluster, the default) or %q", EnvProvider, v, Netns, Kind)
+}
+
+// Config is a cluster to bring up.
+type Config struct {
+	// Scenario is a scenario file (mesh/registry format): its pods, services
+	// and UDPRoutes become the cluster's workloads.
+	Scenario string
+	// Mode is the capture mode of the CNI and the agents.
+	Mode constants.CaptureMode
+	// RunDir keeps what the run leaves behind: logs, records.
+	RunDir string
+	Logf   func(format string, args ...any)
+}
+
+// Provider brings up clusters of one kind.
+type Provider interface {
+	Name() string
+	Up(ctx context.Context, cfg Config) (Cluster, error)
+}
+
+// Pod is one of the scenario's pods. Node is the scenario's node name.
+type Pod struct {
+	Namespace, Name, Node string
+}
+
+// Record is one line of a backend's record (rigs/node's echo backend, which
+// every test pod runs on both providers).
+type Record = node.Record
+
+// Cluster is a running cluster with the mesh and a scenario's workloads.
+type Cluster interface {
+	// Pods lists the scenario's pods in scenario order.
+	Pods() []Pod
+	// ServiceVIP is service namespace/name's ClusterIP.
+	ServiceVIP(namespace, name string) (netip.Addr, error)
+	// DialUDP and DialTCP open a client socket inside pod, connected to
+	// dst, so the pod's capture rules see its traffic.
+	DialUDP(ctx context.Context, pod Pod, dst netip.AddrPort) (net.Conn, error)
+	DialTCP(ctx context.Context, pod Pod, dst netip.AddrPort) (net.Conn, error)
+	// Records is what the pod's backend has received, the ready line
+	// excluded.
+	Records(ctx context.Context, pod Pod) ([]Record, error)
+	// Update edits the registry the agents watch: services, UDPRoutes and
+	// weights; pods cannot be added or removed.
+	Update(ctx context.Context, edit func(*registry.Scenario)) error
+	// Metrics is the Prometheus text of the agent's or the proxy's
+	// /metrics on scenario node node.
+	Metrics(ctx context.Context, node string, of Component) (string, error)
+	// Check reports any mesh or backend process that has died.
+	Check(ctx context.Context) error
+	Close() error
+}
+
+// Component is a per-node mesh process whose counters a suite reads.
+type Component string
+
+const (
+	Agent Component = "agent"
+	Proxy Component = "proxy"
+)
+
+// PodNamed finds namespace/name among c's pods.
+func PodNamed(c Cluster, namespace, name string) (Pod, error) {
+	for _, p := range c.Pods() {
+		if p.Namespace == namespace && p.Name == name {
+			return p, nil
+		}
+	}
+	return Pod{}, fmt.Errorf("no pod %s/%s in the cluster", namespace, name)
+}

@@ -3,8 +3,15 @@
 // node's proxy over delta ADS.
 //
 //	aether-agent --node node-a --registry-file scenario.yaml \
+//	    --handoff-socket /run/aether/cni.sock \
 //	    --listen unix:///run/aether/xds.sock --metrics-addr 127.0.0.1:15090 \
 //	    --state-dir /var/lib/aether-agent --capture-mode tproxy
+//
+// With --handoff-socket, a pod's netns path comes only from the CNI's
+// handoff (package handoff): the agent binds capture listeners for the pods
+// aether-cni handed over on that socket, and for no other, whatever the
+// registry says. The Kubernetes source gives no netns paths, so it needs
+// the handoff.
 package main
 
 import (
@@ -25,6 +32,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/handoff"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/registry/kube"
 )
@@ -49,6 +57,7 @@ func run() error {
 		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
 		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
+		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket, e.g. "+handoff.DefaultSocket+"); pods' netns paths then come only from the handoff")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
 	)
@@ -76,6 +85,8 @@ func run() error {
 		return errors.New("--registry-file and --kubeconfig are exclusive")
 	case *registryFile != "":
 		src = &registry.FileSource{Path: *registryFile}
+	case *kubeconfig != "" && *handoffSock == "":
+		return errors.New("--kubeconfig needs --handoff-socket: the Kubernetes source gives no netns paths, only the CNI's handoff does")
 	case *kubeconfig != "":
 		ks, err := kube.NewFromKubeconfig(*kubeconfig, *node)
 		if err != nil {
@@ -96,6 +107,15 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// The handoff socket is bound before the xDS and debug listeners, so an
+	// agent that answers on /metrics already takes the CNI's calls.
+	var ho *handoff.Server
+	if *handoffSock != "" {
+		if ho, err = handoff.Listen(*handoffSock, logger); err != nil {
+			return err
+		}
+		defer ho.Close()
+	}
 	var lis []net.Listener
 	for _, spec := range listen {
 		l, err := agent.Listen(spec)
@@ -108,7 +128,7 @@ func run() error {
 		lis = append(lis, l)
 	}
 	gs := a.NewGRPCServer(ctx)
-	errc := make(chan error, len(lis)+2)
+	errc := make(chan error, len(lis)+3)
 	for _, l := range lis {
 		logger.Info("serving delta ADS", "node", *node, "addr", l.Addr().String())
 		go func(l net.Listener) { errc <- gs.Serve(l) }(l)
@@ -125,6 +145,10 @@ func run() error {
 				errc <- err
 			}
 		}()
+	}
+	if *handoffSock != "" {
+		go func() { errc <- ho.Serve(ctx) }()
+		src = registry.WithHandoff(src, ho)
 	}
 	go func() { errc <- a.Run(ctx, src) }()
 

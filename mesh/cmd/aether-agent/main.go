@@ -10,8 +10,9 @@
 // With --handoff-socket, a pod's netns path comes only from the CNI's
 // handoff (package handoff): the agent binds capture listeners for the pods
 // aether-cni handed over on that socket, and for no other, whatever the
-// registry says. The Kubernetes source gives no netns paths, so it needs
-// the handoff.
+// registry says. The Kubernetes source gives no netns paths, so with
+// --kubeconfig the handoff is always on, on handoff.DefaultSocket (the
+// CNI's default agentSocket) unless --handoff-socket names another.
 package main
 
 import (
@@ -57,7 +58,7 @@ func run() error {
 		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
 		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
-		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket, e.g. "+handoff.DefaultSocket+"); pods' netns paths then come only from the handoff")
+		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
 	)
@@ -75,6 +76,7 @@ func run() error {
 	if len(listen) == 0 {
 		return errors.New("at least one --listen address is required")
 	}
+	*handoffSock = handoffSocket(*handoffSock, *kubeconfig)
 	cm, err := constants.ParseCaptureMode(*mode)
 	if err != nil {
 		return fmt.Errorf("--capture-mode: %w", err)
@@ -85,8 +87,6 @@ func run() error {
 		return errors.New("--registry-file and --kubeconfig are exclusive")
 	case *registryFile != "":
 		src = &registry.FileSource{Path: *registryFile}
-	case *kubeconfig != "" && *handoffSock == "":
-		return errors.New("--kubeconfig needs --handoff-socket: the Kubernetes source gives no netns paths, only the CNI's handoff does")
 	case *kubeconfig != "":
 		ks, err := kube.NewFromKubeconfig(*kubeconfig, *node)
 		if err != nil {
@@ -168,4 +168,14 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// handoffSocket is the handoff socket to serve: the flag's, else with the
+// Kubernetes source, whose pods would otherwise have no netns path and so
+// no listener, the CNI's default agentSocket.
+func handoffSocket(flagValue, kubeconfig string) string {
+	if flagValue == "" && kubeconfig != "" {
+		return handoff.DefaultSocket
+	}
+	return flagValue
 }

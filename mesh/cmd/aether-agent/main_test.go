@@ -40,16 +40,20 @@ func agentCmd(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// The Kubernetes source gives no netns paths; without the handoff its pods
-// would all go without listeners, so the agent refuses to start.
-func TestKubeconfigNeedsTheHandoff(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := agentCmd(t, "--node", "node-a", "--kubeconfig", kubeconfig, "--listen", "unix://"+filepath.Join(t.TempDir(), "xds.sock")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "--kubeconfig needs --handoff-socket") {
-		t.Fatalf("agent with --kubeconfig and no --handoff-socket: err %v, output:\n%s", err, out)
+// The Kubernetes source gives no netns paths: without the handoff its pods
+// would all go without listeners, so with --kubeconfig the handoff is on,
+// on the CNI's default socket unless the flag names another. A file source
+// without the flag keeps its own netns paths.
+func TestKubeconfigAlwaysTakesTheHandoff(t *testing.T) {
+	for _, tc := range []struct{ flag, kubeconfig, want string }{
+		{"", "/k", handoff.DefaultSocket},
+		{"/s/cni.sock", "/k", "/s/cni.sock"},
+		{"/s/cni.sock", "", "/s/cni.sock"},
+		{"", "", ""},
+	} {
+		if got := handoffSocket(tc.flag, tc.kubeconfig); got != tc.want {
+			t.Errorf("handoffSocket(%q, %q) = %q, want %q", tc.flag, tc.kubeconfig, got, tc.want)
+		}
 	}
 }
 

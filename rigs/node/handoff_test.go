@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,17 +72,37 @@ func probe(t *testing.T, c *Cluster, from *Pod, payload string) bool {
 // probeUntil probes from pod from until delivery is want, with a new
 // payload each time, and fails the test when that never happens: the proxy
 // applies the agent's configuration a moment after the agent publishes it.
-func probeUntil(t *testing.T, c *Cluster, from *Pod, tag string, want bool) {
+// It returns the payload that matched.
+func probeUntil(t *testing.T, c *Cluster, from *Pod, tag string, want bool) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
 		payload := fmt.Sprintf("%s-%s-%d", tag, from.Name, i)
 		if probe(t, c, from, payload) == want {
 			t.Logf("%s: pod %s: delivered=%v on probe %d", tag, from.Key(), want, i+1)
-			return
+			return payload
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: datagrams from pod %s to the echo service: delivered=%v on every probe for 20s, want %v", tag, from.Key(), !want, want)
+		}
+	}
+}
+
+// neverDelivered checks, a while after they were sent, that no echo
+// backend recorded the payloads probes found undelivered: a datagram that
+// was only slow is not taken for one the mesh did not carry.
+func neverDelivered(t *testing.T, c *Cluster, payloads []string) {
+	t.Helper()
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"echo-a", "echo-b"} {
+		recs, err := c.Records("default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if slices.Contains(payloads, r.Payload) {
+				t.Fatalf("%s recorded %q late: the datagram was carried after all", name, r.Payload)
+			}
 		}
 	}
 }
@@ -203,9 +224,11 @@ func TestAgentRestartRelearnsPods(t *testing.T) {
 		})
 		waitAgentBuilt(t, n, len(podsOn(c, n.Name)))
 	}
+	var lost []string
 	for _, p := range c.Pods() {
-		probeUntil(t, c, p, "control", false)
+		lost = append(lost, probeUntil(t, c, p, "control", false))
 	}
+	neverDelivered(t, c, lost)
 
 	t.Log("subject: each agent restarts with its handoff records")
 	for _, n := range c.Nodes() {
@@ -256,7 +279,7 @@ func TestAgentDownDuringADD(t *testing.T) {
 	if _, found, err := c.HandoffRecord(client); err != nil || !found {
 		t.Fatalf("the ADD left no handoff record for the agent to find (err %v)", err)
 	}
-	probeUntil(t, c, client, "agent-away", false)
+	neverDelivered(t, c, []string{probeUntil(t, c, client, "agent-away", false)})
 
 	if err := c.StartAgent(context.Background(), node); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,8 @@ type NodeState struct {
 	// AgentMetrics and ProxyMetrics listen on the node netns's loopback.
 	AgentMetrics string `json:"agentMetrics"`
 	ProxyMetrics string `json:"proxyMetrics"`
+	// HandoffSocket is where the node's agent takes pods from aether-cni.
+	HandoffSocket string `json:"handoffSocket,omitempty"`
 }
 
 type PodState struct {
@@ -211,6 +213,7 @@ func up(args []string) error {
 		ns := NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String()}
 		if c.Mode != node.NoMesh {
 			ns.AgentMetrics, ns.ProxyMetrics = n.AgentMetrics.String(), n.ProxyMetrics.String()
+			ns.HandoffSocket = n.HandoffSocket
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}
@@ -257,6 +260,9 @@ func printState(w io.Writer, s *State, live bool) {
 		fmt.Fprintf(w, "  node %-12s netns %-32s underlay %s\n", n.Name, n.Netns, n.Underlay)
 		if n.AgentMetrics != "" {
 			fmt.Fprintf(w, "       metrics (inside netns %s): agent http://%s/metrics, proxy http://%s/metrics\n", n.Netns, n.AgentMetrics, n.ProxyMetrics)
+		}
+		if n.HandoffSocket != "" {
+			fmt.Fprintf(w, "       pods handed over: curl --unix-socket %s http://agent/v1/pods\n", n.HandoffSocket)
 		}
 	}
 	for _, p := range s.Pods {

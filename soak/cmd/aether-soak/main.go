@@ -35,10 +35,16 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: aether-soak grade [-out DIR] [-suites DIR] MANIFEST | aether-soak grade-all [-out DIR] [-strict] SOAKS")
 }
 
+// misuse names what was wrong with the command line, then the usage.
+func misuse(w io.Writer, format string, a ...any) int {
+	fmt.Fprintf(w, "aether-soak: "+format+"\n", a...)
+	usage(w)
+	return 2
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
-		return 2
+		return misuse(stderr, "no command given")
 	}
 	switch args[0] {
 	case "grade":
@@ -46,9 +52,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		out := fs.String("out", filepath.Join("reports", "latest", "soaks"), "directory to write the soak's report folder into")
 		suitesDir := fs.String("suites", "reports/latest/suites", "suite results to add to the page (skipped when absent)")
-		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		if err := fs.Parse(args[1:]); err != nil {
 			usage(stderr)
 			return 2
+		}
+		if fs.NArg() != 1 {
+			return misuse(stderr, "grade takes one MANIFEST, got %d argument(s)", fs.NArg())
 		}
 		suites, err := render.LoadSuites(*suitesDir)
 		if err != nil {
@@ -69,9 +78,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		out := fs.String("out", "reports/runs", "directory to write one report folder per soak into")
 		strict := fs.Bool("strict", false, "exit 1 when any soak did not pass")
-		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		if err := fs.Parse(args[1:]); err != nil {
 			usage(stderr)
 			return 2
+		}
+		if fs.NArg() != 1 {
+			return misuse(stderr, "grade-all takes one SOAKS folder, got %d argument(s)", fs.NArg())
 		}
 		manifests, err := manifest.Find(fs.Arg(0))
 		if err != nil {
@@ -100,8 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tw.Flush()
 		return code
 	default:
-		usage(stderr)
-		return 2
+		return misuse(stderr, "unknown command %q (want grade or grade-all)", args[0])
 	}
 }
 

@@ -143,3 +143,22 @@ func TestGradeFilesTheReportUnderTheSoakFolder(t *testing.T) {
 		t.Errorf("report folders %v, want exactly the soak folder's", got)
 	}
 }
+
+// A mistyped command line says what was wrong before the usage.
+func TestMisuseNamesTheMistake(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "aether-soak: no command given"},
+		{[]string{"grad", "m.yaml"}, `aether-soak: unknown command "grad" (want grade or grade-all)`},
+		{[]string{"grade"}, "aether-soak: grade takes one MANIFEST, got 0 argument(s)"},
+		{[]string{"grade", "a/manifest.yaml", "b/manifest.yaml"}, "aether-soak: grade takes one MANIFEST, got 2 argument(s)"},
+		{[]string{"grade-all"}, "aether-soak: grade-all takes one SOAKS folder, got 0 argument(s)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr); code != 2 || !strings.HasPrefix(stderr.String(), tc.want+"\nusage: ") {
+			t.Errorf("%q: exit %d, stderr:\n%s\nwant it to start with %q and the usage", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}

@@ -3,8 +3,8 @@
 // with a destination-IP matcher, or a TCP listener whose filter chains are
 // selected by the accepted socket's local address and end in tcp_proxy.
 //
-// Only the contract's subset is accepted (DESIGN.md, "Agent ↔ proxy
-// contract"); every other set field is an error naming its path, which the
+// Only the subset of Envoy's listener resources the agent emits is
+// accepted; every other set field is an error naming its path, which the
 // xDS client turns into a NACK, as Envoy rejects what it cannot honour.
 package listener
 

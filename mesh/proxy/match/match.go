@@ -25,7 +25,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Extension names the agent must use (the contract in DESIGN.md).
+// Extension names the agent emits in its matchers; any other name is
+// refused.
 const (
 	DestinationIPInputName = "envoy.matching.inputs.destination_ip"
 	IPRangeMatcherName     = "envoy.matching.custom_matchers.ip_range_matcher"

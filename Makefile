@@ -47,11 +47,12 @@ test: vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The gate and the grader are built, not `go run`: go run adds its own
-# "exit status 1" to a failing verdict.
+# "exit status 1" to a failing verdict. The suites' output goes to a log
+# file, so ginkgo is told not to colour it.
 gate:
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
 	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./soak/cmd/aether-soak
-	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
+	@GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
 		> $(REPORTS)/suites.log 2>&1; echo $$? > $(REPORTS)/suites.rc; \
 		echo "suite packages exited $$(cat $(REPORTS)/suites.rc) (log: $(REPORTS)/suites.log)"
 	@if [ -n "$(SOAK)" ]; then $(REPORTS)/bin/aether-soak grade -suites $(REPORTS)/suites \

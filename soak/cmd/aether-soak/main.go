@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}
-		g, err := gradeOne(fs.Arg(0), *out, suites, stdout)
+		g, _, err := gradeOne(fs.Arg(0), *out, suites, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
@@ -90,24 +90,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}
-		var grades []*grade.Grade
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "soak\tverdict\treason\treport")
 		code := 0
 		for _, m := range manifests {
-			g, err := gradeOne(m, *out, nil, io.Discard)
+			g, report, err := gradeOne(m, *out, nil, io.Discard)
 			if err != nil {
 				fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 				code = 2
 				continue
 			}
-			grades = append(grades, g)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Soak, g.Verdict, g.Reason, report)
 			if *strict && g.Verdict != grade.Pass && code == 0 {
 				code = 1
 			}
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "soak\tverdict\treason")
-		for _, g := range grades {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Soak, g.Verdict, g.Reason)
 		}
 		tw.Flush()
 		return code
@@ -116,28 +112,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// gradeOne grades the soak at path and writes its report into
-// root/<folder> (manifest.Folder).
-func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*grade.Grade, error) {
+// gradeOne grades the soak at path, writes its report into root/<folder>
+// (manifest.Folder) and returns the grade and the report page's path.
+func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*grade.Grade, string, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	g, err := grade.Run(m)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// The release gate takes a grade only from the build it gates.
 	g.Build = results.Stamp()
 	folder, err := m.Folder()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := filepath.Join(root, folder)
 	if err := render.WriteSoak(out, g, suites); err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	report := filepath.Join(out, "report.html")
 	fmt.Fprint(stdout, render.Text(g))
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(out, "report.html"))
-	return g, nil
+	fmt.Fprintf(stdout, "report: %s\n", report)
+	return g, report, nil
 }

@@ -46,6 +46,16 @@ func TestGradeAll(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
 	}
+	// Each row says where its report went: the soak's name is not its
+	// folder's, so the table is the only place that links the two.
+	for _, want := range []string{
+		filepath.Join(out, "2026-09-28-rev247-same-build-ab", "report.html"),
+		filepath.Join(out, "2026-09-30-resoak-1.0.13-84fb413", "report.html"),
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
 	dirs, _ := filepath.Glob(filepath.Join(out, "*", "report.html"))
 	if len(dirs) != 4 {
 		t.Errorf("%d reports written, want 4", len(dirs))

@@ -36,6 +36,8 @@ help:
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
 	@echo "make build   build every binary into bin/"
+	@echo "make vet     go vet every package (make test runs it first)"
+	@echo "make clean   remove bin/ and what gate, suites, soak and report wrote under reports/"
 
 build:
 	$(GO) build -o bin/ ./mesh/cmd/... ./rigs/cmd/... ./soak/cmd/... ./reports/cmd/... ./suites/cmd/...
@@ -82,4 +84,4 @@ report:
 	$(GO) run ./reports/cmd/aether-report -out reports
 
 clean:
-	rm -rf bin $(REPORTS)
+	rm -rf bin $(REPORTS) reports/runs reports/index.html

@@ -186,8 +186,9 @@ func up(args []string) error {
 	if s, err := readState(runDir); err == nil && alive(s.PID) {
 		return fmt.Errorf("a cluster is already up in %s (pid %d); run aether-node down first", runDir, s.PID)
 	}
-	if mode == "none" {
-		mode = ""
+	capture, err := captureMode(mode)
+	if err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -200,7 +201,7 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir,
+	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
 		if created {
@@ -232,6 +233,18 @@ func up(args []string) error {
 	cerr := c.Close()
 	_ = os.Remove(statePath)
 	return errors.Join(cerr, netns.LeakCheck())
+}
+
+// captureMode reads --mode. It is checked here, where "none" is a valid
+// answer, so a typo is refused naming all three before anything is built.
+func captureMode(flag string) (constants.CaptureMode, error) {
+	switch m := constants.CaptureMode(flag); m {
+	case constants.CaptureTProxy, constants.CaptureRedirect:
+		return m, nil
+	case "none":
+		return node.NoMesh, nil
+	}
+	return "", fmt.Errorf("unknown --mode %q (want tproxy, redirect or none)", flag)
 }
 
 // removeEmptyDirs removes dir and the directories under it when none of

@@ -188,3 +188,16 @@ func TestDownSaysWhatItRemoved(t *testing.T) {
 		}
 	}
 }
+
+// --mode accepts the three modes the usage names and refuses a typo
+// naming all three; "none" is the rig's network without the mesh.
+func TestCaptureModeNamesEveryMode(t *testing.T) {
+	for flag, want := range map[string]string{"tproxy": "tproxy", "redirect": "redirect", "none": ""} {
+		if m, err := captureMode(flag); err != nil || string(m) != want {
+			t.Errorf("--mode %s: got %q, %v", flag, m, err)
+		}
+	}
+	if _, err := captureMode("tprox"); err == nil || err.Error() != `unknown --mode "tprox" (want tproxy, redirect or none)` {
+		t.Errorf("--mode tprox: got %v", err)
+	}
+}

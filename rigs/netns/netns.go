@@ -34,6 +34,10 @@ type NS struct {
 	// Path is the bind-mount path, usable as CNI_NETNS or as Envoy's
 	// network_namespace_filepath.
 	Path string
+	// mnt is the namespace's own mount, held from creation so Delete can
+	// unmount it wherever a later mount of BindDir has put it. Nil for a
+	// namespace this process did not create (the sweeper's).
+	mnt *os.File
 }
 
 // Owner returns the pid encoded in a rig namespace name, or false when the
@@ -70,6 +74,9 @@ func Create(tag string) (*NS, error) {
 func createNamed(name string) (*NS, error) {
 	createMu.Lock()
 	defer createMu.Unlock()
+	if err := prepareBindDir(); err != nil {
+		return nil, fmt.Errorf("failed to create netns %q: %w", name, err)
+	}
 
 	// NewNamed unshares the calling thread into the new namespace. Lock the
 	// thread first and restore it afterwards; if restoring fails the thread
@@ -97,22 +104,17 @@ func createNamed(name string) (*NS, error) {
 	}
 	runtime.UnlockOSThread()
 	ns := &NS{Name: name, Path: filepath.Join(BindDir, name)}
+	fd, err := unix.Open(ns.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("failed to open the mount of netns %q: %w", name, err), ns.Delete())
+	}
+	ns.mnt = os.NewFile(uintptr(fd), ns.Path)
 	if loErr != nil {
 		_ = ns.Delete()
 		return nil, fmt.Errorf("failed to bring up lo in netns %q: %w", name, loErr)
 	}
 	track(ns)
 	return ns, nil
-}
-
-// Open returns the namespace at a path (for example a CNI_NETNS value).
-func Open(path string) (*NS, error) {
-	h, err := vnetns.GetFromPath(path)
-	if err != nil {
-		return nil, fmt.Errorf("failed to open netns %q: %w", path, err)
-	}
-	h.Close()
-	return &NS{Name: filepath.Base(path), Path: path}, nil
 }
 
 // Do runs fn with the calling goroutine's OS thread inside the namespace.
@@ -157,9 +159,24 @@ func (n *NS) Do(fn func() error) error {
 // Inode identifies the namespace; two paths naming the same namespace share
 // it. It is how the sweeper finds processes still living in a namespace.
 func (n *NS) Inode() (uint64, error) {
+	// Through the held mount when there is one: Path may lead to another
+	// mount by now.
+	path := n.Path
+	if n.mnt != nil {
+		path = fmt.Sprintf("/proc/self/fd/%d", n.mnt.Fd())
+	}
 	var st unix.Stat_t
-	if err := unix.Stat(n.Path, &st); err != nil {
+	var sf unix.Statfs_t
+	if err := unix.Stat(path, &st); err != nil {
 		return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
+	}
+	if err := unix.Statfs(path, &sf); err != nil {
+		return 0, fmt.Errorf("failed to stat netns %q: %w", n.Path, err)
+	}
+	// An entry whose mount is gone is a plain file: its inode number
+	// belongs to another filesystem and may equal a namespace's.
+	if sf.Type != unix.NSFS_MAGIC {
+		return 0, fmt.Errorf("netns %q is not mounted (an entry with nothing mounted on it)", n.Path)
 	}
 	return st.Ino, nil
 }
@@ -167,9 +184,15 @@ func (n *NS) Inode() (uint64, error) {
 // Delete kills the processes that still live in the namespace, then
 // unmounts and removes it. Deleting a namespace that is already gone is not
 // an error.
+//
+// Its own mount is unmounted through the descriptor taken at creation, so a
+// tool that mounted BindDir over itself since cannot hide it; then every
+// mount still visible at Path goes. An entry that stays busy has a mount
+// beneath a later mount of BindDir that no path reaches, and the error
+// says how to get out of that.
 func (n *NS) Delete() error {
-	if _, err := os.Stat(n.Path); errors.Is(err, os.ErrNotExist) {
-		untrack(n)
+	defer untrack(n)
+	if _, err := os.Lstat(n.Path); errors.Is(err, os.ErrNotExist) && n.mnt == nil {
 		return nil
 	}
 	var errs []error
@@ -178,13 +201,25 @@ func (n *NS) Delete() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := unix.Unmount(n.Path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+	if n.mnt != nil {
+		own := fmt.Sprintf("/proc/self/fd/%d", n.mnt.Fd())
+		if err := unix.Unmount(own, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("failed to unmount netns %q: %w", n.Path, err))
+		}
+		n.mnt.Close()
+		n.mnt = nil
+	}
+	if err := unmountAll(n.Path); err != nil {
 		errs = append(errs, fmt.Errorf("failed to unmount netns %q: %w", n.Path, err))
 	}
 	if err := os.Remove(n.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("failed to remove netns %q: %w", n.Path, err))
+		if errors.Is(err, unix.EBUSY) {
+			err = hiddenMountError(n.Path, err)
+		} else {
+			err = fmt.Errorf("failed to remove netns %q: %w", n.Path, err)
+		}
+		errs = append(errs, err)
 	}
-	untrack(n)
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,5 +125,19 @@ func TestSweepRemovesOnlyDeadOwners(t *testing.T) {
 	}
 	if _, err := os.Stat(live.Path); err != nil {
 		t.Fatalf("sweep removed this run's namespace: %v", err)
+	}
+}
+
+// An entry whose mount is gone (`ip netns list` calls it invalid) is a plain
+// file; its inode number must not be taken for a namespace's, or Delete
+// would kill the processes of whichever namespace shares the number.
+func TestInodeRefusesAnUnmountedEntry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "aeth-1-invalid")
+	if err := os.WriteFile(path, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	ino, err := (&NS{Name: filepath.Base(path), Path: path}).Inode()
+	if err == nil || !strings.Contains(err.Error(), "not mounted") {
+		t.Fatalf("Inode of a plain file = %d, %v; want an error saying it is not mounted", ino, err)
 	}
 }

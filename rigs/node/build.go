@@ -84,8 +84,8 @@ func Build(root, dir string, names ...string) error {
 	return nil
 }
 
-// Binaries says where a cluster finds its programs. Empty fields are built
-// from source into the run dir.
+// Binaries says where a cluster finds its programs. Missing ones are built
+// from source into the shared cache (BuildShared).
 type Binaries struct {
 	// Dir holds ptp, static, aether-cni, aether-agent and aether-proxy; the
 	// CNI plugins are looked up here as CNI_PATH.

@@ -233,6 +233,9 @@ func (c *Cluster) Node(name string) *Node {
 	return nil
 }
 
+// Bridge returns the namespace holding the bridge the nodes hang off.
+func (c *Cluster) Bridge() *netns.NS { return c.bridge }
+
 // Nodes returns the nodes in scenario order.
 func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,14 @@ func TestClusterWithoutMesh(t *testing.T) {
 			t.Errorf("second Close: %v", err)
 		}
 	}()
+	// The programs run from the shared cache, not from a copy in the run dir.
+	cache := BinCacheDir()
+	if filepath.Dir(c.cfg.Bin.Dir) != cache {
+		t.Fatalf("binaries in %s, want a set in the cache %s", c.cfg.Bin.Dir, cache)
+	}
+	if _, err := os.Stat(filepath.Join(c.RunDir, "bin")); err == nil {
+		t.Fatalf("the run dir %s holds its own copy of the binaries", c.RunDir)
+	}
 	client := c.Pod("default", "client")
 	for _, name := range []string{"echo-a", "echo-b"} {
 		ip, err := c.Resolve(name)

@@ -137,15 +137,16 @@ func (c *Cluster) binaries() error {
 	if err != nil {
 		return fmt.Errorf("binaries %v are missing and cannot be built: %w", missing, err)
 	}
-	dir := filepath.Join(c.RunDir, "bin")
 	// A partial Dir is not mixed with fresh builds: everything comes from
 	// one place so CNI_PATH sees one consistent set.
 	all := append(names, "aether-node")
-	c.cfg.Logf("building %v into %s", all, dir)
-	if err := Build(root, dir, all...); err != nil {
+	c.cfg.Logf("building %v", all)
+	bin, err := BuildShared(root, all...)
+	if err != nil {
 		return err
 	}
-	c.cfg.Bin = Binaries{Dir: dir, Node: filepath.Join(dir, "aether-node")}
+	c.cfg.Logf("binaries in %s", bin.Dir)
+	c.cfg.Bin = bin
 	return nil
 }
 

@@ -72,15 +72,15 @@ func newRig() (*rig, error) {
 			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
 		}
 	}
-	binDir := os.Getenv(envBin)
-	if binDir == "" {
-		binDir = filepath.Join(runRoot, "bin")
-		if err := node.Build(root, binDir, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
+	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
+	if bin.Dir == "" {
+		// One build shared across runs (and with aether-node), not a copy
+		// per run beside the report.
+		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
 			return nil, fmt.Errorf("failed to build the binaries: %w", err)
 		}
 	}
-	return &rig{bin: node.Binaries{Dir: binDir, Node: filepath.Join(binDir, "aether-node")}, runRoot: runRoot,
-		clusters: map[constants.CaptureMode]*node.Cluster{}}, nil
+	return &rig{bin: bin, runRoot: runRoot, clusters: map[constants.CaptureMode]*node.Cluster{}}, nil
 }
 
 func (r *rig) close(mode constants.CaptureMode) error {

@@ -2,13 +2,14 @@
 // down by hand, for a person exploring the mesh:
 //
 //	aether-node up [--mode tproxy|redirect|none] [--run-dir DIR] [--bin DIR] SCENARIO
-//	aether-node status [--run-dir DIR] SCENARIO
-//	aether-node down [--run-dir DIR] SCENARIO
+//	aether-node status [--run-dir DIR] [SCENARIO]
+//	aether-node down [--run-dir DIR] [SCENARIO]
 //
 // "up" stays in the foreground until "down" (or Ctrl-C) and keeps its state
 // in the run dir (default /run/aether-node/<scenario name>): state.json, the
-// registry file the agents watch, process logs and backend records. Enter a
-// pod with `ip netns exec <netns> …`, using the names "status" prints.
+// registry file the agents watch, process logs and backend records. Without
+// SCENARIO or --run-dir, "status" and "down" act on the cluster that is up.
+// Enter a pod with `ip netns exec <netns> …`, using the names "status" prints.
 //
 // "backend" is the rig's echo backend that every pod runs; it is not meant
 // to be started by hand.
@@ -20,9 +21,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,9 +60,12 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: aether-node up|down|status [flags] SCENARIO")
+	fmt.Fprintln(os.Stderr, "usage: aether-node up [flags] SCENARIO | status|down [flags] [SCENARIO]")
 	os.Exit(2)
 }
+
+// runRoot holds one run dir per scenario.
+var runRoot = "/run/aether-node"
 
 // State is what "up" leaves in the run dir for "status" and "down".
 type State struct {
@@ -68,6 +74,7 @@ type State struct {
 	Mode         string      `json:"mode"`
 	RunDir       string      `json:"runDir"`
 	RegistryFile string      `json:"registryFile"`
+	Bridge       string      `json:"bridge"`
 	Nodes        []NodeState `json:"nodes"`
 	Pods         []PodState  `json:"pods"`
 }
@@ -76,6 +83,9 @@ type NodeState struct {
 	Name     string `json:"name"`
 	Netns    string `json:"netns"`
 	Underlay string `json:"underlay"`
+	// AgentMetrics and ProxyMetrics listen on the node netns's loopback.
+	AgentMetrics string `json:"agentMetrics"`
+	ProxyMetrics string `json:"proxyMetrics"`
 }
 
 type PodState struct {
@@ -92,12 +102,14 @@ func runDirFor(flagDir, scenario string) string {
 		return flagDir
 	}
 	base := strings.TrimSuffix(filepath.Base(scenario), filepath.Ext(scenario))
-	return filepath.Join("/run/aether-node", base)
+	return filepath.Join(runRoot, base)
 }
 
+// parse reads a command's flags and its SCENARIO. up needs SCENARIO; status
+// and down (mode and bin nil) find the running cluster without one.
 func parse(name string, args []string, mode, bin *string) (runDir, scenario string, err error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	rd := fs.String("run-dir", "", "run dir (default /run/aether-node/<scenario name>)")
+	rd := fs.String("run-dir", "", "run dir (default "+runRoot+"/<scenario name>)")
 	if mode != nil {
 		fs.StringVar(mode, "mode", "tproxy", "capture mode: tproxy, redirect or none (network and backends only)")
 	}
@@ -107,10 +119,42 @@ func parse(name string, args []string, mode, bin *string) (runDir, scenario stri
 	if err := fs.Parse(args); err != nil {
 		return "", "", err
 	}
-	if fs.NArg() != 1 {
+	switch {
+	case fs.NArg() == 1:
+		return runDirFor(*rd, fs.Arg(0)), fs.Arg(0), nil
+	case fs.NArg() > 1 || name == "up":
 		return "", "", fmt.Errorf("%s wants exactly one SCENARIO argument, got %d", name, fs.NArg())
+	case *rd != "":
+		return *rd, "", nil
 	}
-	return runDirFor(*rd, fs.Arg(0)), fs.Arg(0), nil
+	runDir, err = runningCluster(runRoot)
+	return runDir, "", err
+}
+
+// runningCluster finds the run dir of the cluster that is up: the one whose
+// "up" is alive, or else the only one recorded (a crashed run, for down).
+func runningCluster(root string) (string, error) {
+	states, err := filepath.Glob(filepath.Join(root, "*", "state.json"))
+	if err != nil {
+		return "", fmt.Errorf("failed to look for clusters under %s: %w", root, err)
+	}
+	var all, live []string
+	for _, p := range states {
+		d := filepath.Dir(p)
+		all = append(all, d)
+		if s, err := readState(d); err == nil && alive(s.PID) {
+			live = append(live, d)
+		}
+	}
+	switch {
+	case len(live) == 1:
+		return live[0], nil
+	case len(all) == 1:
+		return all[0], nil
+	case len(all) == 0:
+		return "", fmt.Errorf("no cluster is up (no %s/*/state.json); start one with: aether-node up SCENARIO", root)
+	}
+	return "", fmt.Errorf("%d clusters are recorded (%s), %d of them up; name one with SCENARIO or --run-dir", len(all), strings.Join(all, ", "), len(live))
 }
 
 func readState(runDir string) (*State, error) {
@@ -147,6 +191,8 @@ func up(args []string) error {
 	if err != nil {
 		return fmt.Errorf("failed to find this program: %w", err)
 	}
+	_, statErr := os.Stat(runDir)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create run dir %q: %w", runDir, err)
 	}
@@ -155,11 +201,18 @@ func up(args []string) error {
 	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
+		if created {
+			removeEmptyDirs(runDir)
+		}
 		return err
 	}
-	st := State{PID: os.Getpid(), Scenario: scenario, Mode: mode, RunDir: runDir, RegistryFile: c.RegistryFile}
+	st := State{PID: os.Getpid(), Scenario: scenario, Mode: mode, RunDir: runDir, RegistryFile: c.RegistryFile, Bridge: c.Bridge().Name}
 	for _, n := range c.Nodes() {
-		st.Nodes = append(st.Nodes, NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String()})
+		ns := NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String()}
+		if c.Mode != node.NoMesh {
+			ns.AgentMetrics, ns.ProxyMetrics = n.AgentMetrics.String(), n.ProxyMetrics.String()
+		}
+		st.Nodes = append(st.Nodes, ns)
 	}
 	for _, p := range c.Pods() {
 		st.Pods = append(st.Pods, PodState{Name: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP.String(), Netns: p.NS.Name, Record: p.Record})
@@ -170,23 +223,46 @@ func up(args []string) error {
 		_ = c.Close()
 		return fmt.Errorf("failed to write %s: %w", statePath, err)
 	}
-	printState(&st, true)
-	fmt.Fprintf(os.Stderr, "up; stop with: aether-node down --run-dir %s %s\n", runDir, scenario)
+	printState(os.Stdout, &st, true)
+	fmt.Fprintf(os.Stderr, "up; stop with: aether-node down (or: aether-node down --run-dir %s)\n", runDir)
 	<-ctx.Done()
 	cerr := c.Close()
 	_ = os.Remove(statePath)
 	return errors.Join(cerr, netns.LeakCheck())
 }
 
-func printState(s *State, live bool) {
-	fmt.Printf("cluster %s (capture %q), pid %d, %s\n", s.Scenario, s.Mode, s.PID, map[bool]string{true: "running", false: "NOT RUNNING"}[live])
+// removeEmptyDirs removes dir and the directories under it when none of
+// them holds a file: a failed "up" leaves its logs, but not an empty run
+// dir it made.
+func removeEmptyDirs(dir string) {
+	hasFile := false
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			hasFile = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if !hasFile {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func printState(w io.Writer, s *State, live bool) {
+	fmt.Fprintf(w, "cluster %s (capture %q), pid %d, %s\n", s.Scenario, s.Mode, s.PID, map[bool]string{true: "running", false: "NOT RUNNING"}[live])
+	if s.Bridge != "" {
+		fmt.Fprintf(w, "  bridge netns %s\n", s.Bridge)
+	}
 	for _, n := range s.Nodes {
-		fmt.Printf("  node %-12s netns %-32s underlay %s\n", n.Name, n.Netns, n.Underlay)
+		fmt.Fprintf(w, "  node %-12s netns %-32s underlay %s\n", n.Name, n.Netns, n.Underlay)
+		if n.AgentMetrics != "" {
+			fmt.Fprintf(w, "       metrics (inside netns %s): agent http://%s/metrics, proxy http://%s/metrics\n", n.Netns, n.AgentMetrics, n.ProxyMetrics)
+		}
 	}
 	for _, p := range s.Pods {
-		fmt.Printf("  pod  %-24s node %-10s ip %-14s netns %s\n", p.Namespace+"/"+p.Name, p.Node, p.IP, p.Netns)
+		fmt.Fprintf(w, "  pod  %-24s node %-10s ip %-14s netns %s\n", p.Namespace+"/"+p.Name, p.Node, p.IP, p.Netns)
 	}
-	fmt.Printf("  registry %s, logs %s\n", s.RegistryFile, filepath.Join(s.RunDir, "logs"))
+	fmt.Fprintf(w, "  registry %s, logs %s\n", s.RegistryFile, filepath.Join(s.RunDir, "logs"))
 }
 
 func status(args []string) error {
@@ -199,22 +275,35 @@ func status(args []string) error {
 		return err
 	}
 	live := alive(s.PID)
-	printState(s, live)
-	var missing []string
-	for _, n := range s.Nodes {
-		if _, err := os.Stat(filepath.Join(netns.BindDir, n.Netns)); err != nil {
-			missing = append(missing, n.Netns)
-		}
-	}
-	for _, p := range s.Pods {
-		if _, err := os.Stat(filepath.Join(netns.BindDir, p.Netns)); err != nil {
-			missing = append(missing, p.Netns)
-		}
-	}
+	printState(os.Stdout, s, live)
+	missing := existing(s, false)
 	if !live || len(missing) > 0 {
 		return fmt.Errorf("cluster in %s is not healthy: pid %d alive=%v, missing namespaces %v", runDir, s.PID, live, missing)
 	}
 	return nil
+}
+
+// existing lists the namespaces of s that exist (or, with want false, those
+// that do not).
+func existing(s *State, want bool) []string {
+	var names []string
+	if s.Bridge != "" {
+		names = append(names, s.Bridge)
+	}
+	for _, n := range s.Nodes {
+		names = append(names, n.Netns)
+	}
+	for _, p := range s.Pods {
+		names = append(names, p.Netns)
+	}
+	var out []string
+	for _, n := range names {
+		_, err := os.Lstat(filepath.Join(netns.BindDir, n))
+		if (err == nil) == want {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func down(args []string) error {
@@ -226,26 +315,50 @@ func down(args []string) error {
 	if err != nil {
 		return err
 	}
+	return stopCluster(os.Stdout, s, 20*time.Second)
+}
+
+// stopCluster stops s's "up" (which tears the cluster down), sweeps what a
+// crashed "up" left, and says what went.
+func stopCluster(w io.Writer, s *State, grace time.Duration) error {
+	before := existing(s, true)
 	if alive(s.PID) {
 		if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
 			return fmt.Errorf("failed to signal aether-node up (pid %d): %w", s.PID, err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(grace)
 		for alive(s.PID) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if alive(s.PID) {
-			return fmt.Errorf("aether-node up (pid %d) did not stop within 20s", s.PID)
+			return fmt.Errorf("aether-node up (pid %d) did not stop within %s", s.PID, grace)
 		}
+		fmt.Fprintf(w, "stopped aether-node up (pid %d) and the agents, proxies and backends it ran\n", s.PID)
+	} else {
+		fmt.Fprintf(w, "aether-node up (pid %d) was not running\n", s.PID)
 	}
 	// If "up" died without tearing down, its namespaces are now a dead
 	// owner's and the sweep removes them.
-	removed, err := netns.Sweep()
-	if len(removed) > 0 {
-		fmt.Printf("swept %d namespace(s) left by pid %d\n", len(removed), s.PID)
+	swept, serr := netns.Sweep()
+	left := existing(s, true)
+	var removed []string
+	for _, n := range before {
+		if !slices.Contains(left, n) {
+			removed = append(removed, n)
+		}
 	}
-	_ = os.Remove(filepath.Join(runDir, "state.json"))
-	return err
+	fmt.Fprintf(w, "removed %d namespace(s) of the cluster: %s\n", len(removed), strings.Join(removed, " "))
+	if others := slices.DeleteFunc(swept, func(n string) bool { return slices.Contains(before, n) }); len(others) > 0 {
+		fmt.Fprintf(w, "swept %d namespace(s) of other dead runs: %s\n", len(others), strings.Join(others, " "))
+	}
+	if err := os.Remove(filepath.Join(s.RunDir, "state.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		serr = errors.Join(serr, fmt.Errorf("failed to remove the cluster's state: %w", err))
+	}
+	fmt.Fprintf(w, "kept logs and backend records in %s\n", s.RunDir)
+	if len(left) > 0 {
+		serr = errors.Join(serr, fmt.Errorf("namespaces of the cluster are still there: %v", left))
+	}
+	return serr
 }
 
 func ports(s string) ([]int, error) {

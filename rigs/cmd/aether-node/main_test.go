@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aether-mesh/aether/rigs/netns"
+	"github.com/aether-mesh/aether/rigs/privileged"
+)
+
+func writeState(t *testing.T, s State) {
+	t.Helper()
+	if err := os.MkdirAll(s.RunDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.RunDir, "state.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deadPID(t *testing.T) int {
+	t.Helper()
+	c := exec.Command("true")
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Process.Pid
+}
+
+func TestStatusPrintsEachNodesMetricsAddresses(t *testing.T) {
+	s := &State{Scenario: "x.yaml", RunDir: "/r", Nodes: []NodeState{
+		{Name: "n1", Netns: "aeth-1-n1", AgentMetrics: "127.0.0.1:15090", ProxyMetrics: "127.0.0.1:15091"},
+		{Name: "n2", Netns: "aeth-1-n2", AgentMetrics: "127.0.0.1:25090", ProxyMetrics: "127.0.0.1:25091"},
+	}}
+	var out bytes.Buffer
+	printState(&out, s, true)
+	for _, want := range []string{
+		"inside netns aeth-1-n1): agent http://127.0.0.1:15090/metrics, proxy http://127.0.0.1:15091/metrics",
+		"inside netns aeth-1-n2): agent http://127.0.0.1:25090/metrics, proxy http://127.0.0.1:25091/metrics",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// status and down without SCENARIO act on the cluster that is up: the one
+// whose "up" is alive, else the only one recorded; several are an error
+// that lists them.
+func TestRunningClusterIsFoundWithoutAScenario(t *testing.T) {
+	root := t.TempDir()
+	if _, err := runningCluster(root); err == nil || !strings.Contains(err.Error(), "no cluster is up") {
+		t.Fatalf("with nothing recorded: %v", err)
+	}
+	stale := State{PID: deadPID(t), RunDir: filepath.Join(root, "stale")}
+	writeState(t, stale)
+	if got, err := runningCluster(root); err != nil || got != stale.RunDir {
+		t.Fatalf("with one crashed run: %q, %v; want %s", got, err, stale.RunDir)
+	}
+	up := State{PID: os.Getpid(), RunDir: filepath.Join(root, "up")}
+	writeState(t, up)
+	if got, err := runningCluster(root); err != nil || got != up.RunDir {
+		t.Fatalf("with one live and one crashed run: %q, %v; want %s", got, err, up.RunDir)
+	}
+	other := State{PID: os.Getppid(), RunDir: filepath.Join(root, "other")}
+	writeState(t, other)
+	_, err := runningCluster(root)
+	if err == nil || !strings.Contains(err.Error(), up.RunDir) || !strings.Contains(err.Error(), other.RunDir) {
+		t.Fatalf("with two live runs: %v; want an error naming both", err)
+	}
+
+	runRoot = root
+	t.Cleanup(func() { runRoot = "/run/aether-node" })
+	if err := os.Remove(filepath.Join(other.RunDir, "state.json")); err != nil {
+		t.Fatal(err)
+	}
+	if dir, _, err := parse("down", nil, nil, nil); err != nil || dir != up.RunDir {
+		t.Fatalf("down without SCENARIO chose %q, %v; want %s", dir, err, up.RunDir)
+	}
+	var mode, bin string
+	if _, _, err := parse("up", nil, &mode, &bin); err == nil {
+		t.Fatal("up without SCENARIO was accepted")
+	}
+}
+
+// A failed up (here: an unknown capture mode) leaves no run dir it made.
+func TestFailedUpLeavesNoRunDir(t *testing.T) {
+	runDir := filepath.Join(t.TempDir(), "udproute")
+	err := up([]string{"--mode", "ebpf", "--run-dir", runDir, "../../../fixtures/scenarios/udproute.yaml"})
+	if err == nil || !strings.Contains(err.Error(), "ebpf") {
+		t.Fatalf("up with mode ebpf: %v", err)
+	}
+	if _, serr := os.Stat(runDir); serr == nil {
+		t.Fatalf("failed up left %s", runDir)
+	}
+	// A run dir the user made beforehand is theirs: it stays.
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := up([]string{"--mode", "ebpf", "--run-dir", runDir, "../../../fixtures/scenarios/udproute.yaml"}); err == nil {
+		t.Fatal("up with mode ebpf succeeded")
+	}
+	if _, serr := os.Stat(runDir); serr != nil {
+		t.Fatalf("failed up removed the run dir the user made: %v", serr)
+	}
+}
+
+// envFakeUp makes the test binary play an "up": it makes a namespace, writes
+// its state and tears the namespace down on SIGTERM.
+const envFakeUp = "AETHER_NODE_TEST_FAKE_UP"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(envFakeUp); dir != "" {
+		os.Exit(fakeUp(dir))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeUp(runDir string) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	br, err := netns.Create("fake-bridge")
+	if err != nil {
+		return 1
+	}
+	ns, err := netns.Create("fake-node")
+	if err != nil {
+		return 1
+	}
+	b, _ := json.Marshal(State{PID: os.Getpid(), RunDir: runDir, Bridge: br.Name, Nodes: []NodeState{{Name: "n1", Netns: ns.Name}}})
+	if err := os.WriteFile(filepath.Join(runDir, "state.json"), b, 0o644); err != nil {
+		return 1
+	}
+	<-sig
+	if err := netns.Cleanup(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// down says what it stopped and which of the cluster's namespaces went.
+func TestDownSaysWhatItRemoved(t *testing.T) {
+	privileged.Require(t)
+	runDir := t.TempDir()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envFakeUp+"="+runDir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	var s *State
+	deadline := time.Now().Add(30 * time.Second)
+	for s == nil && time.Now().Before(deadline) {
+		s, _ = readState(runDir)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s == nil {
+		t.Fatal("the fake up wrote no state")
+	}
+	var out bytes.Buffer
+	if err := stopCluster(&out, s, 20*time.Second); err != nil {
+		t.Fatalf("down: %v\n%s", err, out.String())
+	}
+	removed := s.Bridge + " " + s.Nodes[0].Netns
+	for _, want := range []string{"stopped aether-node up (pid ", "removed 2 namespace(s) of the cluster: " + removed, "kept logs and backend records in " + runDir} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("down did not say %q:\n%s", want, out.String())
+		}
+	}
+	for _, name := range []string{s.Bridge, s.Nodes[0].Netns} {
+		if _, err := os.Lstat(filepath.Join(netns.BindDir, name)); err == nil {
+			t.Errorf("%s survived down", name)
+		}
+	}
+}

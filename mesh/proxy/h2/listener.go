@@ -81,6 +81,7 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	}
 	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{}, conns: map[net.Conn]struct{}{}}
 	l.cfg.Store(spec.HTTP)
+	o.Metrics.HTTPListener(spec.Name)
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l

@@ -190,6 +190,14 @@ const (
 	RefusedHandshake    = "handshake_failed"
 )
 
+// HTTPListener makes a listener's refusal series, each at zero, so a
+// scraper sees the listener before its first refusal.
+func (m *Metrics) HTTPListener(name string) {
+	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake} {
+		m.httpRefused.WithLabelValues(name, r)
+	}
+}
+
 // HTTPRequest counts one answered request.
 func (m *Metrics) HTTPRequest(listener, cluster string, code int, flags string) {
 	m.httpRequests.WithLabelValues(listener, cluster, strconv.Itoa(code), flags).Inc()

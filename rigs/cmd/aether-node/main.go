@@ -382,8 +382,18 @@ func backend(args []string) error {
 	record := fs.String("record", "", "record file (JSON lines)")
 	udp := fs.String("udp", "", "comma-separated UDP ports")
 	tcp := fs.String("tcp", "", "comma-separated TCP ports")
+	httpPorts := fs.String("http", "", "comma-separated HTTP echo ports")
+	tlsPort := fs.String("tls", "", "the HTTP echo's own mTLS port: PORT,CERT,KEY,BUNDLE,TRUSTDOMAIN")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	h, err := ports(*httpPorts)
+	if err != nil {
+		return fmt.Errorf("flag --http: %w", err)
+	}
+	et, err := node.ParseEchoTLS(*tlsPort)
+	if err != nil {
+		return fmt.Errorf("flag --tls: %w", err)
 	}
 	u, err := ports(*udp)
 	if err != nil {
@@ -395,5 +405,5 @@ func backend(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return node.ServeBackend(ctx, node.BackendConfig{Name: *name, Record: *record, UDP: u, TCP: t})
+	return node.ServeBackend(ctx, node.BackendConfig{Name: *name, Record: *record, UDP: u, TCP: t, HTTP: h, TLS: et})
 }

@@ -87,6 +87,10 @@ type Changes struct {
 type Builder struct {
 	Node string
 	Mode constants.CaptureMode
+	// HTTP, when set, adds the mTLS HTTP/2 path (httppath.go).
+	HTTP *HTTPPath
+	// httpPrev is the last build's mTLS path resources by type and name.
+	httpPrev map[resource.Type]map[string]types.Resource
 
 	seed maphash.Seed
 	warm bool
@@ -164,10 +168,11 @@ const (
 	clusterIdx = iota
 	endpointIdx
 	listenerIdx
+	secretIdx
 	numTypes
 )
 
-var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType}
+var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.SecretType}
 
 // typeIndex is one type's name index, the builder's own: touched records
 // the names a build set or deleted, from which the build's Changes are
@@ -278,6 +283,7 @@ func (b *Builder) reset() {
 	b.pods = map[registry.Key]*podEntry{}
 	b.udpFP, b.udpFilter, b.udpArms, b.udpNoMatch = 0, nil, nil, ""
 	b.chains, b.chainsFP = nil, 0
+	b.httpPrev = nil
 	for i := range b.idx {
 		b.idx[i] = typeIndex{items: map[string]types.Resource{}, changed: true}
 	}
@@ -531,6 +537,9 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 	out.Resources[resource.ClusterType] = b.clusterList
 	out.Resources[resource.EndpointType] = b.claList
 	out.Resources[resource.ListenerType] = listeners
+	if err := b.addHTTPPath(st, deps, out); err != nil {
+		return nil, err
+	}
 	out.Full = full
 	out.Changes = make(map[resource.Type]Changes, numTypes)
 	for i := range b.idx {

@@ -51,7 +51,9 @@ func run() error {
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
+		mt           mtlsFlags
 	)
+	mt.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
 
@@ -88,13 +90,18 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a, err := agent.New(agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Logger: logger, Registerer: reg})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Logger: logger, Registerer: reg}
+	rotated, err := mt.apply(&opts)
 	if err != nil {
 		return err
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	a, err := agent.New(opts)
+	if err != nil {
+		return err
+	}
 
 	var lis []net.Listener
 	for _, spec := range listen {
@@ -127,6 +134,13 @@ func run() error {
 		}()
 	}
 	go func() { errc <- a.Run(ctx, src) }()
+	if rotated != nil {
+		go func() {
+			if err := rotated.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
 
 	select {
 	case <-ctx.Done():

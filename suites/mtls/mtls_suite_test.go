@@ -113,6 +113,11 @@ func (r *rig) cluster(ctx context.Context, mode upstreamCert) (*node.Cluster, er
 		return nil, fmt.Errorf("failed to bring up the %s cluster: %w", mode, err)
 	}
 	r.clusters[mode] = c
+	// The proxies append their access logs here; like Envoy they open the
+	// file, not its directory.
+	if err := os.MkdirAll(filepath.Join(dir, "access"), 0o755); err != nil {
+		return nil, err
+	}
 	if err := waitHTTPListeners(ctx, c); err != nil {
 		return nil, err
 	}

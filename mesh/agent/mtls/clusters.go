@@ -52,7 +52,7 @@ func H2ClusterFor(m Mesh, s Service, up Upstream) (*clusterv3.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("h2 cluster of %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	po, err := anypb.New(&upstreamhttpv3.HttpProtocolOptions{UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+	po, err := anyOf(&upstreamhttpv3.HttpProtocolOptions{UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
 		ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
 		},
@@ -125,7 +125,7 @@ func upstreamTLS(m Mesh, s Service, up Upstream) (*corev3.TransportSocket, error
 		}
 		common.CustomTlsCertificateSelector = sel
 	}
-	tc, err := anypb.New(&tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: SNI(s.Port, s.Name, s.Namespace, m.Domain)})
+	tc, err := anyOf(&tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: SNI(s.Port, s.Name, s.Namespace, m.Domain)})
 	if err != nil {
 		return nil, err
 	}
@@ -136,11 +136,11 @@ func upstreamTLS(m Mesh, s Service, up Upstream) (*corev3.TransportSocket, error
 // filter_state_override mapper: the upstream handshake presents the secret
 // the downstream connection's shared filter state names.
 func selector() (*corev3.TypedExtensionConfig, error) {
-	mapper, err := anypb.New(&fsomapperv3.Config{DefaultValue: NoSourceIdentity})
+	mapper, err := anyOf(&fsomapperv3.Config{DefaultValue: NoSourceIdentity})
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := anypb.New(&ondemandv3.Config{
+	cfg, err := anyOf(&ondemandv3.Config{
 		ConfigSource:      ads(),
 		CertificateMapper: &corev3.TypedExtensionConfig{Name: FilterStateCertMapper, TypedConfig: mapper},
 	})

@@ -135,7 +135,7 @@ func OutboundListenerFor(m Mesh, p Pod, routes []Route, factory string) (*listen
 	if err != nil {
 		return nil, fmt.Errorf("outbound listener of %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	fs, err := anypb.New(&netsetfsv3.Config{OnNewConnection: []*setfsv3.FilterStateValue{{
+	fs, err := anyOf(&netsetfsv3.Config{OnNewConnection: []*setfsv3.FilterStateValue{{
 		Key:                &setfsv3.FilterStateValue_ObjectKey{ObjectKey: CertMapperFilterStateKey},
 		FactoryKey:         factory,
 		Value:              &setfsv3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: p.ID}}}}},
@@ -187,7 +187,7 @@ func hcmFor(prefix string, m Mesh, codec hcmv3.HttpConnectionManager_CodecType, 
 	for k, v := range AccessLogFormat(inbound) {
 		fields[k] = structpb.NewStringValue(v)
 	}
-	al, err := anypb.New(&filev3.FileAccessLog{Path: m.AccessLog, AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
+	al, err := anyOf(&filev3.FileAccessLog{Path: m.AccessLog, AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
 		Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: &structpb.Struct{Fields: fields}},
 	}}})
 	if err != nil {
@@ -204,7 +204,7 @@ func hcmFor(prefix string, m Mesh, codec hcmv3.HttpConnectionManager_CodecType, 
 		h.ForwardClientCertDetails = hcmv3.HttpConnectionManager_SANITIZE_SET
 		h.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{Uri: true}
 	}
-	tc, err := anypb.New(h)
+	tc, err := anyOf(h)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func hcmFor(prefix string, m Mesh, codec hcmv3.HttpConnectionManager_CodecType, 
 }
 
 func downstreamTLS(id string) (*corev3.TransportSocket, error) {
-	tc, err := anypb.New(&tlsv3.DownstreamTlsContext{
+	tc, err := anyOf(&tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsParams:                      tls13(),
@@ -235,7 +235,7 @@ func tls13() *tlsv3.TlsParameters {
 }
 
 func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
+	a, err := anyOf(m)
 	if err != nil {
 		panic(fmt.Sprintf("marshal %T: %v", m, err))
 	}

@@ -10,6 +10,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -50,7 +51,7 @@ func BundleSecret(bundles []*x509bundle.Bundle) (*tlsv3.Secret, error) {
 			Name: b.TrustDomain().Name(), TrustBundle: inline(pemBytes),
 		})
 	}
-	tc, err := anypb.New(cfg)
+	tc, err := anyOf(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("trust bundle secret: %w", err)
 	}
@@ -76,4 +77,16 @@ func ads() *corev3.ConfigSource {
 
 func sds(name string) *tlsv3.SdsSecretConfig {
 	return &tlsv3.SdsSecretConfig{Name: name, SdsConfig: ads()}
+}
+
+// anyOf packs m deterministically: the access log's JSON format is a map,
+// and a map's wire order would otherwise differ between two encodings of
+// one configuration, moving its version (and, after the state dir's JSON
+// round trip, its bytes) with no change.
+func anyOf(m proto.Message) (*anypb.Any, error) {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, fmt.Errorf("marshal %T: %w", m, err)
+	}
+	return a, nil
 }

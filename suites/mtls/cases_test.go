@@ -239,8 +239,8 @@ func checkRefusals(o redgreen.Observation) error {
 			return fmt.Errorf("%s reached the app (%s)", tag, s)
 		}
 	}
-	if seen["valid-svid"] != "URI="+spiffeID("sa-a") {
-		return fmt.Errorf("the valid SVID in the same run reached the app as %q, want URI=%s: the listener, not the peers, may be what refused", seen["valid-svid"], spiffeID("sa-a"))
+	if want := "By=" + spiffeID("sa-dst") + ";URI=" + spiffeID("sa-a"); seen["valid-svid"] != want {
+		return fmt.Errorf("the valid SVID in the same run reached the app with XFCC %q, want %q: the listener, not the peers, may be what refused", seen["valid-svid"], want)
 	}
 	return nil
 }

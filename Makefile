@@ -7,10 +7,10 @@ REPORTS   ?= reports/latest
 # cluster; `make gate` runs them and collects their results.
 SUITES    ?= ./rigs/phase0/... ./mesh/cni/... ./suites/...
 # The suites each of which must have written a result for the gate to pass.
-GATE_SUITES ?= phase0,cni-capture,udproute
+GATE_SUITES ?= phase0,cni-capture,udproute,mtls
 TEST_TIMEOUT ?= 25m
 # The suites `make suites` runs, each of which must write a result.
-SUITES_ONLY ?= udproute
+SUITES_ONLY ?= udproute,mtls
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.

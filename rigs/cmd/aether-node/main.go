@@ -175,6 +175,12 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
+// The trust and mesh domains of an aether-node cluster's mTLS path.
+const (
+	TrustDomain = "aether.local"
+	MeshDomain  = "mesh.local"
+)
+
 func up(args []string) error {
 	var mode, bin string
 	runDir, scenario, err := parse("up", args, &mode, &bin)
@@ -198,7 +204,16 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir,
+	// The mTLS HTTP/2 path is on in every mesh: a scenario's appProtocol
+	// http ports get it, with the agents' shared CA and the proxies'
+	// access logs in the run dir.
+	access := filepath.Join(runDir, "access")
+	if err := os.MkdirAll(access, 0o755); err != nil {
+		return fmt.Errorf("failed to create access log dir %q: %w", access, err)
+	}
+	agentArgs := []string{"--trust-domain", TrustDomain, "--mesh-domain", MeshDomain,
+		"--ca-dir", filepath.Join(runDir, "ca"), "--access-log-dir", access}
+	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir, AgentArgs: agentArgs,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
 		if created {

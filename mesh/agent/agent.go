@@ -1,7 +1,8 @@
 // Package agent is the per-node control plane: it turns the registry's mesh
-// model into the node's xDS resources (generate.go), applies #914's UDPRoute
-// rules (selection.go), passes every snapshot through the config gates
-// (package validate) and serves the last good one over delta ADS.
+// model into the node's xDS resources (build.go, then one file per resource
+// kind), applies #914's UDPRoute rules (selection.go), passes every snapshot
+// through the config gates (package validate) and serves the last good one
+// over delta ADS.
 package agent
 
 import (

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // A full build of a large mesh is dominated by allocation: every service
@@ -158,12 +159,12 @@ func (b *Builder) loadAssignment(name string, proto core.SocketAddress_Protocol,
 type svcText struct{ udp, tcp, clusterIP, addrs string }
 
 func (b *Builder) svcText(k registry.Key, hasUDP, hasTCP bool, ip netip.Addr, ready []readyEndpoint) svcText {
-	nameLen := len("udp:") + len(k.Name) + len(".") + len(k.Namespace)
+	nameLen := len(xdsnames.UDPClusterPrefix) + len(k.Name) + len(".") + len(k.Namespace)
 	// A guess at the room needed: an address that does not fit only makes
 	// the chunk grow, which leaves what was carved before where it is.
 	b.textRoom(2*nameLen + (len(ready)+1)*len("255.255.255.255"))
 	start := len(b.textBuf)
-	for _, p := range []string{"udp:", "tcp:"} {
+	for _, p := range []string{xdsnames.UDPClusterPrefix, xdsnames.TCPClusterPrefix} {
 		b.textBuf = append(b.textBuf, p...)
 		b.textBuf = append(b.textBuf, k.Name...)
 		b.textBuf = append(b.textBuf, '.')
@@ -229,7 +230,7 @@ func (b *Builder) tcpChain(name string, ip netip.Addr, ipText string) (*listener
 	blk := &b.chainBlocks.take(1)[0]
 	blk.any.TypeUrl, blk.any.Value = tcpProxyTypeURL, value
 	blk.typed.TypedConfig = &blk.any
-	blk.filter.Name, blk.filter.ConfigType = TCPProxyFilterName, &blk.typed
+	blk.filter.Name, blk.filter.ConfigType = xdsnames.TCPProxyFilter, &blk.typed
 	blk.filters[0] = &blk.filter
 	blk.cidr.AddressPrefix, blk.cidr.PrefixLen = ipText, hostPrefixLen(ip)
 	blk.ranges[0] = &blk.cidr

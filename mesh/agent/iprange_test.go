@@ -14,6 +14,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy/match"
 	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 func TestArmRanges(t *testing.T) {
@@ -89,8 +90,8 @@ func TestIPRangeArmForm(t *testing.T) {
 	}
 	m, cfg := udpMatcher(t, out)
 	tree := cfg.GetMatcher().GetMatcherTree()
-	if tree.GetCustomMatch().GetName() != IPRangeMatcherName || tree.GetExactMatchMap() != nil {
-		t.Fatalf("matcher tree is %T, want the %s form", tree.GetTreeType(), IPRangeMatcherName)
+	if tree.GetCustomMatch().GetName() != xdsnames.IPRangeMatcher || tree.GetExactMatchMap() != nil {
+		t.Fatalf("matcher tree is %T, want the %s form", tree.GetTreeType(), xdsnames.IPRangeMatcher)
 	}
 	exact := map[netip.Addr]string{}
 	for _, a := range out.Selection.Arms {
@@ -105,7 +106,7 @@ func TestIPRangeArmForm(t *testing.T) {
 	for a := netip.MustParseAddr("10.96.3.0"); a.Less(netip.MustParseAddr("10.96.4.0")); a = a.Next() {
 		want, ok := exact[a]
 		if !ok {
-			want = BlackholeCluster
+			want = xdsnames.BlackholeCluster
 		}
 		if got, _ := m.Cluster(a); got != want {
 			t.Fatalf("%s routes to %q, the exact arms to %q", a, got, want)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Reasons a UDPRoute shape is reported as unsupported. They are the label
@@ -69,10 +70,10 @@ type UDPSelection struct {
 }
 
 // UDPClusterName names a service's UDP cluster.
-func UDPClusterName(k registry.Key) string { return "udp:" + k.Name + "." + k.Namespace }
+func UDPClusterName(k registry.Key) string { return xdsnames.UDPCluster(k.Name, k.Namespace) }
 
 // TCPClusterName names a service's TCP cluster.
-func TCPClusterName(k registry.Key) string { return "tcp:" + k.Name + "." + k.Namespace }
+func TCPClusterName(k registry.Key) string { return xdsnames.TCPCluster(k.Name, k.Namespace) }
 
 type candidate struct {
 	key     registry.Key

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // mesh: four UDP services behind one front service; e is unready.
@@ -142,7 +143,7 @@ func TestOnNoMatchFollowsCaptureMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for mode, want := range map[constants.CaptureMode]string{constants.CaptureTProxy: BlackholeCluster, constants.CaptureRedirect: "udp:b.t"} {
+	for mode, want := range map[constants.CaptureMode]string{constants.CaptureTProxy: xdsnames.BlackholeCluster, constants.CaptureRedirect: "udp:b.t"} {
 		out, err := NewBuilder("n1", mode).Build(st, "v1")
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package cni
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,6 +18,10 @@ func TestCNI(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
+	dir, err := os.MkdirTemp("", "aether-cni-test-")
+	Expect(err).NotTo(HaveOccurred())
+	testAgentSocket = filepath.Join(dir, "cni.sock")
+	DeferCleanup(os.RemoveAll, dir)
 	// Only namespaces of dead runs go; parallel packages keep theirs.
 	if privileged.Missing() == "" {
 		_, err := netns.Sweep()

@@ -68,6 +68,17 @@ func checkKeys(stdin []byte) error {
 		fmt.Sprintf("aether-cni accepts the CNI spec's keys and %s", strings.Join(pluginKeys, ", ")))
 }
 
+// hasKey reports whether the configuration has the top-level key, even as
+// null.
+func hasKey(stdin []byte, key string) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(stdin, &top) != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
+}
+
 // suggest returns the candidate closest to k when it is at most two edits
 // away, ignoring case; "" when none is.
 func suggest(k string, candidates []string) string {

@@ -42,6 +42,8 @@ var _ = Describe("configuration keys", func() {
 			"logLevel":                  "error",
 			"counters":                  true,
 			"captureMode":               "tproxy",
+			"agentSocket":               "/run/aether/cni.sock",
+			"requireAgent":              true,
 		})
 		_, err := ParseConfig(conf, false)
 		Expect(err).NotTo(HaveOccurred())
@@ -53,5 +55,6 @@ var _ = Describe("configuration keys", func() {
 		Expect(editDistance("kitten", "sitting")).To(Equal(3))
 		Expect(suggest("loglevl", pluginKeys)).To(Equal("logLevel"))
 		Expect(suggest("zzz", pluginKeys)).To(BeEmpty())
+		Expect(suggest("agentSockt", pluginKeys)).To(Equal("agentSocket"))
 	})
 })

@@ -7,14 +7,18 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 
-	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/handoff"
 )
 
 // SupportedVersions are the CNI spec versions the plugin speaks.
@@ -41,14 +45,27 @@ type Config struct {
 	LogLevel string `json:"logLevel,omitempty"`
 	// Counters adds a counter to every capture rule.
 	Counters bool `json:"counters,omitempty"`
+	// AgentSocket is the node agent's handoff socket (default
+	// handoff.DefaultSocket). ADD records the pod in the directory beside
+	// it and tells the agent; DEL removes the record and tells the agent.
+	AgentSocket string `json:"agentSocket,omitempty"`
+	// RequireAgent makes ADD fail, and take its rules out again, when the
+	// pod cannot be handed over. By default a pod whose agent is away
+	// starts with its rules, and the agent learns of it from its record
+	// when it comes back.
+	RequireAgent bool `json:"requireAgent,omitempty"`
 
 	mode constants.CaptureMode
 	log  *slog.Logger
 }
 
+// k8sArgs are the CNI_ARGS a Kubernetes runtime passes (containerd and
+// CRI-O both set K8S_POD_UID).
 type k8sArgs struct {
 	types.CommonArgs
 	K8S_POD_NAMESPACE types.UnmarshallableString //nolint:revive // the CNI_ARGS key
+	K8S_POD_NAME      types.UnmarshallableString //nolint:revive // the CNI_ARGS key
+	K8S_POD_UID       types.UnmarshallableString //nolint:revive // the CNI_ARGS key
 }
 
 func invalidField(field, format string, a ...any) *types.Error {
@@ -95,6 +112,12 @@ func parseConfig(stdin []byte, needPrev, strictKeys bool) (*Config, error) {
 	if keysErr != nil {
 		conf.log.Warn("ignoring configuration keys the plugin does not know", "error", keysErr)
 	}
+	if conf.AgentSocket == "" {
+		conf.AgentSocket = handoff.DefaultSocket
+	}
+	if err := checkSocketPath(conf.AgentSocket); err != nil {
+		return nil, invalidField("agentSocket", "%v", err)
+	}
 	for i, ns := range conf.ExcludeNamespaces {
 		if ns == "" {
 			return nil, invalidField(fmt.Sprintf("excludeNamespaces[%d]", i), "empty namespace name")
@@ -132,11 +155,34 @@ func (c *Config) Pod() (Pod, error) {
 	return pod, nil
 }
 
-func (c *Config) excluded(args *skel.CmdArgs) (string, bool, error) {
+// checkSocketPath refuses a path a unix socket cannot have: relative, or
+// longer than sun_path holds.
+func checkSocketPath(path string) error {
+	switch {
+	case !filepath.IsAbs(path):
+		return fmt.Errorf("%q is not an absolute path", path)
+	case len(path) > maxSocketPath:
+		return fmt.Errorf("%q is %d bytes, a unix socket path holds at most %d", path, len(path), maxSocketPath)
+	}
+	return nil
+}
+
+// maxSocketPath is sun_path's size less its terminating NUL.
+const maxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
+
+func podArgs(args *skel.CmdArgs) (k8sArgs, error) {
 	var ka k8sArgs
 	ka.IgnoreUnknown = true
 	if err := types.LoadArgs(args.Args, &ka); err != nil {
-		return "", false, types.NewError(types.ErrInvalidEnvironmentVariables, "failed to parse CNI_ARGS", err.Error())
+		return k8sArgs{}, types.NewError(types.ErrInvalidEnvironmentVariables, "failed to parse CNI_ARGS", err.Error())
+	}
+	return ka, nil
+}
+
+func (c *Config) excluded(args *skel.CmdArgs) (string, bool, error) {
+	ka, err := podArgs(args)
+	if err != nil {
+		return "", false, err
 	}
 	ns := string(ka.K8S_POD_NAMESPACE)
 	return ns, ns != "" && slices.Contains(c.ExcludeNamespaces, ns), nil
@@ -152,11 +198,7 @@ func netnsError(path string, err error) error {
 	return types.NewError(types.ErrInternal, err.Error(), "")
 }
 
-func (c *Config) build() (RuleSet, error) {
-	pod, err := c.Pod()
-	if err != nil {
-		return RuleSet{}, err
-	}
+func (c *Config) build(pod Pod) (RuleSet, error) {
 	rs, err := Build(c.mode, pod, Options{Counters: c.Counters})
 	if err != nil {
 		return RuleSet{}, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
@@ -193,7 +235,11 @@ func add(args *skel.CmdArgs, stats *Stats) (addResult, error) {
 		conf.log.Info("namespace excluded, no capture", "namespace", ns, "container", args.ContainerID)
 		return out, nil
 	}
-	rs, err := conf.build()
+	pod, err := conf.Pod()
+	if err != nil {
+		return addResult{}, err
+	}
+	rs, err := conf.build(pod)
 	if err != nil {
 		return addResult{}, err
 	}
@@ -205,17 +251,32 @@ func add(args *skel.CmdArgs, stats *Stats) (addResult, error) {
 		return addResult{}, netnsError(args.Netns, err)
 	}
 	conf.log.Info("capture installed", "mode", conf.mode, "netns", args.Netns, "container", args.ContainerID)
+	// The agent hears of the pod only once its rules are in: a listener
+	// bound into a pod whose capture is missing would never see traffic.
+	if herr := conf.handOver(args, pod); herr != nil {
+		if err := conf.handOverFailed(args, in, herr); err != nil {
+			return addResult{}, err
+		}
+	}
 	return out, nil
 }
 
-// Del removes what ADD installed. A missing netns, or rules already gone,
-// is not an error: DEL may be called any number of times.
+// Del removes what ADD installed and tells the agent the pod is gone. A
+// missing netns, rules already gone, or an agent that is away is not an
+// error: DEL may be called any number of times.
 func Del(args *skel.CmdArgs) error { return del(args, nil) }
 
 func del(args *skel.CmdArgs, stats *Stats) error {
 	conf, err := parseConfig(args.StdinData, false, false)
 	if err != nil {
 		return err
+	}
+	// First, whatever the netns and the namespace: a pod whose netns is
+	// already gone, or whose namespace was excluded after its ADD, must
+	// still leave the agent. A record left behind is not worth a failed
+	// DEL: a restarted agent drops it, its netns being gone.
+	if err := conf.forget(args); err != nil {
+		conf.log.Error("failed to forget the pod's handoff record", "container", args.ContainerID, "err", err)
 	}
 	if _, skip, err := conf.excluded(args); err != nil || skip {
 		return err
@@ -247,7 +308,11 @@ func Check(args *skel.CmdArgs) error {
 		return err
 	}
 	if !skip {
-		if want, err = conf.build(); err != nil {
+		pod, err := conf.Pod()
+		if err != nil {
+			return err
+		}
+		if want, err = conf.build(pod); err != nil {
 			return err
 		}
 	}
@@ -263,10 +328,10 @@ func Check(args *skel.CmdArgs) error {
 }
 
 // GC answers the spec 1.1.0 garbage collection: remove what the plugin owns
-// for attachments missing from cni.dev/valid-attachments. Everything aether
-// installs lives inside the pod netns and goes with it; the plugin keeps no
-// state on the node and cannot map a container ID to a netns (GC carries no
-// CNI_NETNS), so there is nothing to collect. GC still refuses a
+// for attachments missing from cni.dev/valid-attachments. The capture rules
+// live inside the pod netns and go with it (GC carries no CNI_NETNS, and
+// the plugin leaves them alone); the handoff records of this network's
+// missing attachments are removed and the agent told. GC refuses a
 // configuration ADD would refuse, and a malformed attachment list.
 func GC(args *skel.CmdArgs) error {
 	conf, err := ParseConfig(args.StdinData, false)
@@ -281,7 +346,15 @@ func GC(args *skel.CmdArgs) error {
 			return invalidField(fmt.Sprintf("cni.dev/valid-attachments[%d].ifname", i), "empty interface name")
 		}
 	}
-	conf.log.Debug("GC: nothing to collect, every object of the plugin lives in a pod netns", "valid_attachments", len(conf.ValidAttachments))
+	if !hasKey(args.StdinData, "cni.dev/valid-attachments") {
+		// Not a runtime's GC (libcni always sends the key, null for
+		// none): without the list, every record would look stale.
+		conf.log.Info("GC without cni.dev/valid-attachments: no handoff record collected")
+		return nil
+	}
+	if err := conf.collect(conf.ValidAttachments); err != nil {
+		return types.NewError(types.ErrInternal, "GC: failed to forget the handoff records of missing attachments", err.Error())
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -92,10 +93,10 @@ var _ = Describe("the chained plugin", func() {
 		gen, err := nftGeneration(p.pod)
 		Expect(err).NotTo(HaveOccurred())
 
-		// The pod's attachment is not in the list: a plugin with node-side
-		// state would drop it now. GC gets no CNI_NETNS, and aether keeps
-		// nothing outside the netns, so the pod keeps its rules until DEL
-		// or until its netns goes.
+		// The pod's attachment is not in the list. GC gets no CNI_NETNS,
+		// and the rules live inside the netns, so the pod keeps them until
+		// DEL or until its netns goes (its handoff record is another
+		// matter: see the handoff specs).
 		gc := cmdArgs("", netConf("1.1.0", nil, map[string]any{
 			"cni.dev/valid-attachments": []map[string]string{{"containerID": "another-pod", "ifname": "eth0"}},
 		}))
@@ -239,6 +240,15 @@ var _ = Describe("the chained plugin", func() {
 			Entry("unknown logLevel", func() ([]byte, string) {
 				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"logLevel": "loud"}), ""
 			}, types.ErrInvalidNetworkConfig, `"logLevel"`),
+			Entry("relative agentSocket", func() ([]byte, string) {
+				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"agentSocket": "cni.sock"}), ""
+			}, types.ErrInvalidNetworkConfig, `invalid network configuration field "agentSocket": "cni.sock" is not an absolute path`),
+			Entry("agentSocket longer than a unix socket path", func() ([]byte, string) {
+				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"agentSocket": "/run/" + strings.Repeat("a", 120)}), ""
+			}, types.ErrInvalidNetworkConfig, `"agentSocket": "/run/aaaa`),
+			Entry("wrong type for requireAgent", func() ([]byte, string) {
+				return netConf("1.1.0", prevResult(p.pod.Path, p.addrs), map[string]any{"requireAgent": "yes"}), ""
+			}, types.ErrDecodingFailure, "requireAgent"),
 			Entry("missing prevResult", func() ([]byte, string) { return netConf("1.1.0", nil, nil), "" },
 				types.ErrInvalidNetworkConfig, `missing network configuration field "prevResult"`),
 			Entry("prevResult without addresses", func() ([]byte, string) {

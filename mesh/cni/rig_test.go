@@ -109,6 +109,10 @@ func prevResult(netnsPath string, addrs []netip.Prefix) *current.Result {
 	return r
 }
 
+// testAgentSocket keeps the specs' handoff records out of the machine's
+// /run/aether: the suite points every configuration at a socket of its own.
+var testAgentSocket string
+
 // netConf renders a chained plugin configuration; extra fields override or
 // add keys (a nil value deletes one).
 func netConf(cniVersion string, prev *current.Result, extra map[string]any) []byte {
@@ -119,6 +123,9 @@ func netConf(cniVersion string, prev *current.Result, extra map[string]any) []by
 	}
 	if prev != nil {
 		m["prevResult"] = prev
+	}
+	if testAgentSocket != "" {
+		m["agentSocket"] = testAgentSocket
 	}
 	for k, v := range extra {
 		if v == nil {

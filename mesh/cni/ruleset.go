@@ -195,7 +195,8 @@ func Build(mode constants.CaptureMode, pod Pod, opts Options) (RuleSet, error) {
 					r.Action, r.Arg = ActionSetMark, constants.CaptureDivertFwMark
 				case constants.CaptureRedirect:
 					// The same port: the listener binds the dialled port,
-					// which is not a free variable (DESIGN, the data path).
+					// which is not a free variable (ARCHITECTURE.md, "The
+					// data path").
 					r.Action, r.Arg = ActionRedirect, uint32(port)
 				}
 				chain.Rules = append(chain.Rules, r)

@@ -38,9 +38,12 @@ type Node struct {
 // Pod is a workload instance. NetnsPath is the path the data plane binds its
 // capture listeners into (network_namespace_filepath); it is known only once
 // the pod's sandbox exists, so a pod without one gets no capture listener.
+// WithHandoff fills it from what the CNI handed over.
 type Pod struct {
-	Name           string
-	Namespace      string
+	Name      string
+	Namespace string
+	// UID is the Kubernetes pod UID; empty in a scenario file.
+	UID            string
 	Node           string
 	ServiceAccount string
 	IP             netip.Addr

@@ -3,8 +3,8 @@
 // intact, created inside a pod's network namespace, and the IP_PKTINFO
 // plumbing that lets a reply leave from the address the client dialled.
 //
-// The facts it relies on are in DESIGN.md ("The data path"): ipi_addr carries
-// the pre-divert destination (the ClusterIP); a reply must carry
+// The facts it relies on are in ARCHITECTURE.md ("The data path"): ipi_addr
+// carries the pre-divert destination (the ClusterIP); a reply must carry
 // ipi_spec_dst = that address and leave from the bound port, or a connected
 // client drops it; without IP_TRANSPARENT that send fails with ENETUNREACH;
 // and a socket's netns is fixed at socket(), so it can be created on a thread
@@ -14,7 +14,6 @@ package transparent
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -279,7 +278,3 @@ func (c *UDPConn) WriteFrom(b []byte, src netip.Addr, dst netip.AddrPort) error 
 	}
 	return nil
 }
-
-// IsNoRoute reports whether err is the ENETUNREACH a non-transparent socket
-// gets when it tries to send from a non-local address.
-func IsNoRoute(err error) bool { return errors.Is(err, unix.ENETUNREACH) }

@@ -26,8 +26,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Gate names, as they appear in failures and in the agent's refusal metric.
@@ -40,6 +42,7 @@ const (
 	GateSDSNames        = "sds_names_resolve"
 	GateRouteClusters   = "route_clusters_resolve"
 	GateWIPFields       = "wip_fields_pinned"
+	GateUDPSessionLimit = "udp_session_limit"
 )
 
 // PinnedWIPFields is every work-in-progress proto element the agent's
@@ -112,6 +115,7 @@ func Check(r Resources) error {
 	c.sdsNames()
 	c.routeClusters()
 	c.wipFields()
+	c.udpSessionLimits()
 	if len(c.failures) > 0 {
 		return &Error{Failures: c.failures}
 	}
@@ -233,7 +237,7 @@ func orRoot(p string) string {
 // listener: transparent, bound to the L4 spelling on 0.0.0.0 inside a pod
 // netns, with the right transport and one filter of the right kind. Without
 // transparent the reply from the ClusterIP fails with ENETUNREACH; on any
-// other port nothing is delivered (DESIGN "The data path").
+// other port nothing is delivered (ARCHITECTURE.md, "The data path").
 func (c *checker) captureListeners() {
 	for _, res := range c.r[resource.ListenerType] {
 		l, ok := res.(*listener.Listener)
@@ -243,13 +247,13 @@ func (c *checker) captureListeners() {
 		name := "Listener " + l.GetName()
 		var want core.SocketAddress_Protocol
 		switch {
-		case strings.HasPrefix(l.GetName(), "udp-capture~"):
+		case strings.HasPrefix(l.GetName(), xdsnames.UDPCaptureListenerPrefix):
 			want = core.SocketAddress_UDP
 			lf := l.GetListenerFilters()
-			if len(lf) != 1 || lf[0].GetName() != "envoy.filters.udp_listener.udp_proxy" {
-				c.fail(GateCaptureListener, name, "must have exactly one listener filter envoy.filters.udp_listener.udp_proxy, has %d", len(lf))
+			if len(lf) != 1 || lf[0].GetName() != xdsnames.UDPProxyFilter {
+				c.fail(GateCaptureListener, name, "must have exactly one listener filter %s, has %d", xdsnames.UDPProxyFilter, len(lf))
 			}
-		case strings.HasPrefix(l.GetName(), "tcp-capture~"):
+		case strings.HasPrefix(l.GetName(), xdsnames.TCPCaptureListenerPrefix):
 			want = core.SocketAddress_TCP
 			if len(l.GetFilterChains()) == 0 {
 				c.fail(GateCaptureListener, name, "has no filter chain")
@@ -369,6 +373,40 @@ func (c *checker) tcpChains() {
 		}
 		for _, f := range mo.scan(l.ProtoReflect(), visit) {
 			c.fail(GateTCPChainsCDS, "Listener "+l.GetName(), "%s: %s", orRoot(f.path), f.detail)
+		}
+	}
+}
+
+// udpSessionLimits: every UDP cluster carries a DEFAULT priority
+// max_connections circuit breaker, which is what caps udp_proxy sessions to
+// it (Envoy counts each session as one connection). Envoy would apply its
+// own default to a cluster without one; the mesh states the bound so the
+// config shows it. Zero is refused too: it would admit no session at all.
+func (c *checker) udpSessionLimits() {
+	names := make([]string, 0, len(c.clusters))
+	for n := range c.clusters {
+		if strings.HasPrefix(n, xdsnames.UDPClusterPrefix) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		// Envoy takes the first threshold of each priority.
+		var limit *wrapperspb.UInt32Value
+		found := false
+		for _, t := range c.clusters[n].GetCircuitBreakers().GetThresholds() {
+			if t.GetPriority() == core.RoutingPriority_DEFAULT {
+				limit, found = t.GetMaxConnections(), true
+				break
+			}
+		}
+		switch {
+		case !found:
+			c.fail(GateUDPSessionLimit, "Cluster "+n, "circuit_breakers has no DEFAULT priority threshold, so its udp_proxy sessions are not capped by the mesh")
+		case limit == nil:
+			c.fail(GateUDPSessionLimit, "Cluster "+n, "circuit_breakers DEFAULT threshold does not set max_connections")
+		case limit.GetValue() == 0:
+			c.fail(GateUDPSessionLimit, "Cluster "+n, "circuit_breakers DEFAULT max_connections is 0, which admits no session")
 		}
 	}
 }
@@ -522,7 +560,7 @@ func (c *checker) wipFields() {
 	}
 	udpListeners := 0
 	for _, res := range c.r[resource.ListenerType] {
-		if l, ok := res.(*listener.Listener); ok && strings.HasPrefix(l.GetName(), "udp-capture~") {
+		if l, ok := res.(*listener.Listener); ok && strings.HasPrefix(l.GetName(), xdsnames.UDPCaptureListenerPrefix) {
 			udpListeners++
 		}
 	}

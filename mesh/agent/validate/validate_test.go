@@ -203,6 +203,62 @@ func TestEDSNamesResolve(t *testing.T) {
 	})
 }
 
+// TestUDPSessionLimit: every UDP cluster must state the max_connections
+// circuit breaker that caps its udp_proxy sessions; a TCP cluster need not.
+func TestUDPSessionLimit(t *testing.T) {
+	udpClusters := func(r validate.Resources) []*cluster.Cluster {
+		var out []*cluster.Cluster
+		for _, res := range r[resource.ClusterType] {
+			if c := res.(*cluster.Cluster); strings.HasPrefix(c.GetName(), "udp:") {
+				out = append(out, c)
+			}
+		}
+		if len(out) != 2 {
+			t.Fatalf("fixture should give 2 UDP clusters, got %d", len(out))
+		}
+		return out
+	}
+	threshold := func(p core.RoutingPriority, limit *wrapperspb.UInt32Value) *cluster.CircuitBreakers {
+		return &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{Priority: p, MaxConnections: limit}}}
+	}
+	for _, tc := range []struct {
+		name string
+		cb   *cluster.CircuitBreakers
+		want string
+	}{
+		{"absent", nil, "no DEFAULT priority threshold"},
+		{"HIGH only", threshold(core.RoutingPriority_HIGH, wrapperspb.UInt32(1024)), "no DEFAULT priority threshold"},
+		{"no max_connections", threshold(core.RoutingPriority_DEFAULT, nil), "does not set max_connections"},
+		{"zero", threshold(core.RoutingPriority_DEFAULT, wrapperspb.UInt32(0)), "admits no session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good(t)
+			for _, c := range udpClusters(r) {
+				c.CircuitBreakers = tc.cb
+			}
+			expectOnly(t, r, validate.GateUDPSessionLimit, 2, tc.want, "Cluster udp:")
+		})
+	}
+	t.Run("every UDP cluster checked", func(t *testing.T) {
+		r := good(t)
+		c := udpClusters(r)[1]
+		c.CircuitBreakers = nil
+		expectOnly(t, r, validate.GateUDPSessionLimit, 1, "Cluster "+c.GetName())
+	})
+	t.Run("TCP cluster needs none", func(t *testing.T) {
+		r := good(t)
+		for _, res := range r[resource.ClusterType] {
+			if c := res.(*cluster.Cluster); strings.HasPrefix(c.GetName(), "tcp:") {
+				if c.GetCircuitBreakers() != nil {
+					t.Fatalf("control: %s carries circuit_breakers; this case would not test a TCP cluster without one", c.GetName())
+				}
+				return
+			}
+		}
+		t.Fatal("control: the fixture has no TCP cluster")
+	})
+}
+
 func tlsCluster(t *testing.T, secret string) *cluster.Cluster {
 	tc, err := anypb.New(&tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
 		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: secret,

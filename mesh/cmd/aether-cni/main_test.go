@@ -82,7 +82,10 @@ func TestGC(t *testing.T) {
 			types.ErrInvalidNetworkConfig, `"cni.dev/valid-attachments[0].ifname"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := runtime(t).GCNetworkList(context.Background(), confList(t, "1.1.0", c.plugin), c.args)
+			// The handoff records GC collects live beside a socket of the
+			// test's own, not in the machine's /run/aether.
+			plugin := strings.Replace(c.plugin, `{"type":"aether-cni"`, `{"type":"aether-cni","agentSocket":"`+filepath.Join(t.TempDir(), "cni.sock")+`"`, 1)
+			err := runtime(t).GCNetworkList(context.Background(), confList(t, "1.1.0", plugin), c.args)
 			if c.code == 0 {
 				if err != nil {
 					t.Fatalf("GC failed: %v", err)

@@ -3,9 +3,10 @@
 // with a destination-IP matcher, or a TCP listener whose filter chains are
 // selected by the accepted socket's local address and end in tcp_proxy.
 //
-// Only the contract's subset is accepted (DESIGN.md, "Agent ↔ proxy
-// contract"); every other set field is an error naming its path, which the
-// xDS client turns into a NACK, as Envoy rejects what it cannot honour.
+// Only the contract's subset is accepted (ARCHITECTURE.md, "The agent ↔
+// proxy contract"); every other set field is an error naming its path,
+// which the xDS client turns into a NACK, as Envoy rejects what it cannot
+// honour.
 package listener
 
 import (
@@ -21,12 +22,13 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
 	"github.com/aether-mesh/aether/mesh/proxy/match"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Filter names Envoy registers for the two proxies.
 const (
-	UDPProxyFilter = "envoy.filters.udp_listener.udp_proxy"
-	TCPProxyFilter = "envoy.filters.network.tcp_proxy"
+	UDPProxyFilter = xdsnames.UDPProxyFilter
+	TCPProxyFilter = xdsnames.TCPProxyFilter
 )
 
 // Envoy's defaults for an unset idle_timeout: udp_proxy ends a session

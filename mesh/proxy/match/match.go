@@ -23,12 +23,15 @@ import (
 	networkinputs "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// Extension names the agent must use (the contract in DESIGN.md).
+// Extension names the agent must use (ARCHITECTURE.md, "The agent ↔ proxy
+// contract").
 const (
-	DestinationIPInputName = "envoy.matching.inputs.destination_ip"
-	IPRangeMatcherName     = "envoy.matching.custom_matchers.ip_range_matcher"
+	DestinationIPInputName = xdsnames.DestinationIPInput
+	IPRangeMatcherName     = xdsnames.IPRangeMatcher
 )
 
 // maxDepth is Envoy's limit on nested matchers.

@@ -4,8 +4,8 @@
 // mark-and-divert); a session per downstream 5-tuple holds a connected
 // upstream socket in the proxy's own (node) netns carrying the passthrough
 // mark; replies go back from the listener socket with ipi_spec_dst = the
-// original destination, so a connected client accepts them (DESIGN.md, "The
-// data path").
+// original destination, so a connected client accepts them
+// (ARCHITECTURE.md, "The data path").
 //
 // Sessions follow Envoy's udp_proxy: the host is picked once per session,
 // the idle timer is reset by traffic in either direction, a session whose

@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -26,19 +28,22 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
-// NetnsAnnotation is the pod annotation carrying the pod's netns path; the
-// CNI plugin sets it at ADD, when the path is known.
-const NetnsAnnotation = "aether-mesh.io/netns-path"
-
-// Source watches a cluster.
+// Source watches a cluster. Pods carry no netns path: that comes from the
+// CNI's handoff (registry.WithHandoff), not from the API server.
 type Source struct {
 	Kube    kubernetes.Interface
 	Gateway gwclient.Interface
+	// Node restricts the pod informer to the pods scheduled on it (field
+	// selector spec.nodeName), as an agent serving one node needs; the
+	// API server filters, so the agent neither receives nor caches the
+	// rest of the cluster's pods. Empty watches every pod.
+	Node string
 	// Debounce coalesces bursts of events into one State; default 100ms.
 	Debounce time.Duration
 }
 
-// NewFromKubeconfig builds a Source from a kubeconfig file.
+// NewFromKubeconfig builds a Source from a kubeconfig file that watches the
+// pods of node.
 func NewFromKubeconfig(path, node string) (*Source, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
@@ -52,7 +57,7 @@ func NewFromKubeconfig(path, node string) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to build gateway-api client from %q: %w", path, err)
 	}
-	return &Source{Kube: kc, Gateway: gc}, nil
+	return &Source{Kube: kc, Gateway: gc, Node: node}, nil
 }
 
 type listers struct {
@@ -75,10 +80,13 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 	go func() {
 		defer close(ch)
 		kf := informers.NewSharedInformerFactory(s.Kube, 0)
+		// A factory's list options apply to all its informers, and only
+		// pods have a spec.nodeName: pods get a factory of their own.
+		pf := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(s.podSelector))
 		gf := gwinformers.NewSharedInformerFactory(s.Gateway, 0)
 		infs := []cache.SharedIndexInformer{
 			kf.Core().V1().Nodes().Informer(),
-			kf.Core().V1().Pods().Informer(),
+			pf.Core().V1().Pods().Informer(),
 			kf.Core().V1().Services().Informer(),
 			kf.Discovery().V1().EndpointSlices().Informer(),
 			kf.Core().V1().ServiceAccounts().Informer(),
@@ -104,8 +112,10 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 			}
 		}
 		kf.Start(ctx.Done())
+		pf.Start(ctx.Done())
 		gf.Start(ctx.Done())
 		defer kf.Shutdown()
+		defer pf.Shutdown()
 		defer gf.Shutdown()
 		for i, inf := range infs {
 			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -133,6 +143,13 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 		}
 	}()
 	return ch
+}
+
+// podSelector sets the pod informer's field selector.
+func (s *Source) podSelector(o *metav1.ListOptions) {
+	if s.Node != "" {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", s.Node).String()
+	}
 }
 
 func send(ctx context.Context, ch chan<- registry.Update, u registry.Update) bool {
@@ -198,8 +215,8 @@ func Pod(p *corev1.Pod) (registry.Pod, bool) {
 	if sa == "" {
 		sa = "default"
 	}
-	return registry.Pod{Name: p.Name, Namespace: p.Namespace, Node: p.Spec.NodeName, ServiceAccount: sa, IP: ip,
-		Labels: p.Labels, NetnsPath: p.Annotations[NetnsAnnotation], Ready: ready}, true
+	return registry.Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Node: p.Spec.NodeName, ServiceAccount: sa, IP: ip,
+		Labels: p.Labels, Ready: ready}, true
 }
 
 // Service converts a ClusterIP service; ok is false for a headless one.

@@ -27,7 +27,7 @@ func TestInformerSource(t *testing.T) {
 	kc := k8sfake.NewClientset(
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: ns}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client-0", Namespace: ns, Annotations: map[string]string{NetnsAnnotation: "/run/netns/c0"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client-0", Namespace: ns, UID: "5e1f-uid"},
 			Spec:   corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "client"},
 			Status: corev1.PodStatus{PodIP: "10.244.1.10", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc-a", Namespace: ns}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10",
@@ -64,7 +64,7 @@ func TestInformerSource(t *testing.T) {
 		t.Fatalf("initial State = %+v, want 1 node, SA, pod, service (headless left out), route", st)
 	}
 	p := st.Pods[0]
-	if p.NetnsPath != "/run/netns/c0" || !p.Ready || p.ServiceAccount != "client" || p.IP.String() != "10.244.1.10" {
+	if p.NetnsPath != "" || p.UID != "5e1f-uid" || !p.Ready || p.ServiceAccount != "client" || p.IP.String() != "10.244.1.10" {
 		t.Fatalf("pod = %+v", p)
 	}
 	if sp, ok := st.Services[0].FirstPort(registry.ProtocolUDP); !ok || sp.TargetPort != 5001 {

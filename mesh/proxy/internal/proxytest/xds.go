@@ -36,6 +36,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Server is a delta ADS server backed by go-control-plane's snapshot cache,
@@ -161,14 +162,14 @@ func must(a *anypb.Any, err error) *anypb.Any {
 // Route is the udp_proxy action naming cluster.
 func Route(cluster string) *matcherv3.Matcher_OnMatch {
 	return &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: &xdscore.TypedExtensionConfig{
-		Name:        "route",
+		Name:        xdsnames.UDPRouteAction,
 		TypedConfig: must(anypb.New(&udpproxyv3.Route{Cluster: cluster})),
 	}}}
 }
 
 // DestinationIPInput is the matcher input the contract names.
 func DestinationIPInput() *xdscore.TypedExtensionConfig {
-	return &xdscore.TypedExtensionConfig{Name: "envoy.matching.inputs.destination_ip", TypedConfig: must(anypb.New(&networkinputs.DestinationIPInput{}))}
+	return &xdscore.TypedExtensionConfig{Name: xdsnames.DestinationIPInput, TypedConfig: must(anypb.New(&networkinputs.DestinationIPInput{}))}
 }
 
 // ExactMatcher routes each VIP to its udp: cluster, the rest to onNoMatch.
@@ -198,7 +199,7 @@ func UDPListener(name, netnsPath string, m *matcherv3.Matcher, idle time.Duratio
 		Address:     address(corev3.SocketAddress_UDP, netnsPath),
 		Transparent: wrapperspb.Bool(true),
 		ListenerFilters: []*listenerv3.ListenerFilter{{
-			Name:       "envoy.filters.udp_listener.udp_proxy",
+			Name:       xdsnames.UDPProxyFilter,
 			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: must(anypb.New(cfg))},
 		}},
 	}
@@ -220,7 +221,7 @@ func TCPListener(name, netnsPath string, svcs []Service) *listenerv3.Listener {
 			Name:             "tcp:" + s.Name,
 			FilterChainMatch: &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{{AddressPrefix: s.VIP.String(), PrefixLen: wrapperspb.UInt32(32)}}},
 			Filters: []*listenerv3.Filter{{
-				Name:       "envoy.filters.network.tcp_proxy",
+				Name:       xdsnames.TCPProxyFilter,
 				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: must(anypb.New(tp))},
 			}},
 		})
@@ -281,10 +282,10 @@ func EDSCluster(name string) *clusterv3.Cluster {
 // Blackhole is the STATIC cluster with no hosts.
 func Blackhole() *clusterv3.Cluster {
 	return &clusterv3.Cluster{
-		Name:                 "blackhole",
+		Name:                 xdsnames.BlackholeCluster,
 		ConnectTimeout:       durationpb.New(time.Second),
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		LoadAssignment:       &endpointv3.ClusterLoadAssignment{ClusterName: "blackhole"},
+		LoadAssignment:       &endpointv3.ClusterLoadAssignment{ClusterName: xdsnames.BlackholeCluster},
 	}
 }
 

@@ -97,6 +97,9 @@ type Proxy struct {
 	// on p.mu.
 	published atomic.Pointer[map[string]*cluster.Cluster]
 	listeners map[string]running
+	// breakers is shared by every UDP listener: a cluster's circuit
+	// breaker counts its sessions from all of them.
+	breakers  *udp.Breakers
 	specs     map[string]*listener.Spec
 	lds       bool
 	ldsTimer  *time.Timer
@@ -128,9 +131,9 @@ func New(o Options) *Proxy {
 	p := &Proxy{
 		opts: o, active: map[string]*cluster.Cluster{}, warming: map[string]*cluster.Cluster{},
 		listeners: map[string]running{}, specs: map[string]*listener.Spec{},
-		listening: make(chan struct{}),
-		secrets:   secret.NewStore(),
-		logs:      &h2.LogFiles{},
+		listening: make(chan struct{}), breakers: udp.NewBreakers(),
+		secrets: secret.NewStore(),
+		logs:    &h2.LogFiles{},
 	}
 	p.logs.Err = func(err error) { o.Log.Warn("access log write failed", "err", err) }
 	p.pool = &h2.Pool{Store: p.secrets, UpstreamNetns: o.UpstreamNetns, Mark: o.Mark, Metrics: o.Metrics}
@@ -456,7 +459,7 @@ func (r running) update(s *listener.Spec) {
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
 	if s.UDP != nil {
-		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		return running{u: u}, err
 	}
 	if s.HTTP != nil {

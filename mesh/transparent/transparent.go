@@ -14,6 +14,7 @@ package transparent
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -36,6 +37,15 @@ type Options struct {
 	// ReuseAddr sets SO_REUSEADDR, so a listener can be rebound while an old
 	// one drains.
 	ReuseAddr bool
+	// GRO sets UDP_GRO: the kernel queues a segmented (UDP_SEGMENT) send
+	// as one buffer of back-to-back segments, with their size in a
+	// control message (Meta.SegmentSize), instead of one per datagram.
+	GRO bool
+	// RecvBuf and SendBuf, when non-zero, size the socket's buffers in
+	// bytes: SO_RCVBUFFORCE / SO_SNDBUFFORCE, which pass net.core.rmem_max
+	// and wmem_max with CAP_NET_ADMIN, else SO_RCVBUF / SO_SNDBUF, which
+	// the kernel caps at them.
+	RecvBuf, SendBuf int
 }
 
 // InNetns runs fn on an OS thread inside the namespace at path; an empty
@@ -67,6 +77,15 @@ func control(network string, o Options, recv bool) func(string, string, syscall.
 			if o.ReuseAddr {
 				set(unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, "SO_REUSEADDR")
 			}
+			if o.RecvBuf != 0 {
+				setBuf(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, o.RecvBuf, "SO_RCVBUF", &serr)
+			}
+			if o.SendBuf != 0 {
+				setBuf(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, o.SendBuf, "SO_SNDBUF", &serr)
+			}
+			if o.GRO {
+				set(unix.SOL_UDP, unix.UDP_GRO, 1, "UDP_GRO")
+			}
 			if o.Mark != 0 {
 				set(unix.SOL_SOCKET, unix.SO_MARK, int(o.Mark), "SO_MARK")
 			}
@@ -91,6 +110,21 @@ func control(network string, o Options, recv bool) func(string, string, syscall.
 			return err
 		}
 		return serr
+	}
+}
+
+// setBuf sets a buffer size with the FORCE option and falls back to the
+// capped one when the process may not force (EPERM).
+func setBuf(fd uintptr, force, capped, v int, name string, serr *error) {
+	if *serr != nil {
+		return
+	}
+	err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, force, v)
+	if errors.Is(err, unix.EPERM) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, capped, v)
+	}
+	if err != nil {
+		*serr = fmt.Errorf("failed to set %s to %d: %w", name, v, err)
 	}
 }
 
@@ -198,10 +232,14 @@ type Meta struct {
 	OrigDst netip.AddrPort
 	// IfIndex is the arrival interface.
 	IfIndex int
+	// SegmentSize is UDP_GRO's segment size: the buffer holds datagrams
+	// of this size back to back, the last possibly shorter. Zero: one
+	// datagram.
+	SegmentSize int
 }
 
 // ControlLen is the out-of-band buffer size ReadDatagram needs.
-var ControlLen = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + unix.CmsgSpace(unix.SizeofSockaddrInet6)
+var ControlLen = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + unix.CmsgSpace(unix.SizeofSockaddrInet6) + unix.CmsgSpace(4)
 
 // ReadDatagram reads one datagram into b and parses its control messages.
 func (c *UDPConn) ReadDatagram(b []byte) (int, Meta, error) {
@@ -216,7 +254,7 @@ func (c *UDPConn) ReadDatagram(b []byte) (int, Meta, error) {
 }
 
 // ParseControl decodes IP_PKTINFO/IPV6_PKTINFO and IP_ORIGDSTADDR/
-// IPV6_ORIGDSTADDR from a received control buffer.
+// IPV6_ORIGDSTADDR, and UDP_GRO, from a received control buffer.
 func ParseControl(oob []byte) (Meta, error) {
 	var m Meta
 	msgs, err := unix.ParseSocketControlMessage(oob)
@@ -239,6 +277,8 @@ func ParseControl(oob []byte) (Meta, error) {
 		case msg.Header.Level == unix.SOL_IPV6 && msg.Header.Type == unix.IPV6_ORIGDSTADDR && len(msg.Data) >= unix.SizeofSockaddrInet6:
 			sa := (*unix.RawSockaddrInet6)(ptr(msg.Data))
 			m.OrigDst = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), binary.BigEndian.Uint16(msg.Data[2:4]))
+		case msg.Header.Level == unix.SOL_UDP && msg.Header.Type == unix.UDP_GRO && len(msg.Data) >= 4:
+			m.SegmentSize = int(*(*int32)(ptr(msg.Data)))
 		}
 	}
 	return m, nil

@@ -1,7 +1,11 @@
 package transparent
 
 import (
+	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +85,88 @@ func TestListenInNetnsSeesDestination(t *testing.T) {
 	k, err = cl.Read(buf)
 	if err != nil || string(buf[:k]) != "pong" {
 		t.Fatalf("connected client got %q, %v", buf[:k], err)
+	}
+}
+
+// RecvBuf and SendBuf reach the socket: the kernel reports twice the size
+// set (its bookkeeping share). As root the FORCE options pass rmem_max and
+// wmem_max; otherwise the size is capped at them.
+func TestBufferSizes(t *testing.T) {
+	const want = 3 << 20
+	c, err := ListenUDP("", netip.MustParseAddrPort("127.0.0.1:0"), Options{RecvBuf: want, SendBuf: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		name   string
+		opt    int
+		sysctl string
+	}{{"SO_RCVBUF", unix.SO_RCVBUF, "/proc/sys/net/core/rmem_max"}, {"SO_SNDBUF", unix.SO_SNDBUF, "/proc/sys/net/core/wmem_max"}} {
+		var got int
+		var gerr error
+		if err := rc.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, o.opt) }); err != nil || gerr != nil {
+			t.Fatal(err, gerr)
+		}
+		limit := want
+		if os.Geteuid() != 0 {
+			b, err := os.ReadFile(o.sysctl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if limit, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+				t.Fatal(err)
+			}
+			limit = min(limit, want)
+		}
+		if got != 2*limit {
+			t.Fatalf("%s is %d, want %d (twice %d)", o.name, got, 2*limit, limit)
+		}
+	}
+}
+
+// With GRO set, a client's segmented send arrives as one buffer with the
+// segment size in the UDP_GRO control message; without it, as separate
+// datagrams (the control: the kernel splits the send for a socket that
+// did not ask for it).
+func TestGROKeepsASegmentedSendWhole(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		c, err := ListenUDP("", netip.MustParseAddrPort("127.0.0.1:0"), Options{GRO: gro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		client, err := DialUDP("", netip.AddrPort{}, c.LocalAddr().(*net.UDPAddr).AddrPort(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		rc, err := client.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 100) }); err != nil || serr != nil {
+			t.Fatal(err, serr)
+		}
+		if _, err := client.Write(make([]byte, 250)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, meta, err := c.ReadDatagram(make([]byte, 1024))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantSeg := 100, 0
+		if gro {
+			want, wantSeg = 250, 100
+		}
+		if n != want || meta.SegmentSize != wantSeg {
+			t.Fatalf("GRO %v: read %d bytes with segment size %d, want %d and %d", gro, n, meta.SegmentSize, want, wantSeg)
+		}
 	}
 }

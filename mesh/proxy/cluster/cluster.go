@@ -73,6 +73,10 @@ const (
 // defaultConnectTimeout is Envoy's default for connect_timeout.
 const defaultConnectTimeout = 5 * time.Second
 
+// DefaultMaxConnections is Envoy's max_connections when a cluster sets no
+// DEFAULT-priority threshold.
+const DefaultMaxConnections = 1024
+
 // Spec is a compiled Cluster resource.
 type Spec struct {
 	Name string
@@ -82,6 +86,9 @@ type Spec struct {
 	ConnectTimeout time.Duration
 	// Static holds a STATIC cluster's inline endpoints.
 	Static *Assignment
+	// MaxConnections is the DEFAULT priority's max_connections circuit
+	// breaker: at most this many sessions to the cluster at once.
+	MaxConnections uint32
 	// TLS is the upstream transport socket; nil is plaintext.
 	TLS *mtls.Upstream
 	// HTTP2 says HTTP requests go upstream over HTTP/2; otherwise an HTTP
@@ -111,13 +118,17 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 	if err := c.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy", "transport_socket", "typed_extension_protocol_options"); err != nil {
+	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy", "circuit_breakers", "transport_socket", "typed_extension_protocol_options"); err != nil {
 		return nil, err
 	}
 	if c.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN {
 		return nil, fmt.Errorf("%s.lb_policy: %s is not supported, only ROUND_ROBIN", path, c.GetLbPolicy())
 	}
 	s := &Spec{Name: c.GetName(), ConnectTimeout: defaultConnectTimeout}
+	var err error
+	if s.MaxConnections, err = maxConnections(c.GetCircuitBreakers(), path+".circuit_breakers"); err != nil {
+		return nil, err
+	}
 	if c.GetConnectTimeout() != nil {
 		s.ConnectTimeout = c.GetConnectTimeout().AsDuration()
 	}
@@ -179,6 +190,31 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 		return nil, fmt.Errorf("%s.type: %s is not supported, only EDS and STATIC", path, c.GetType())
 	}
 	return s, nil
+}
+
+// maxConnections reads the DEFAULT priority's max_connections. Envoy takes
+// the first threshold of each priority; udp_proxy sessions are always
+// DEFAULT priority, so a HIGH threshold is accepted and has nothing to cap.
+func maxConnections(cb *clusterv3.CircuitBreakers, path string) (uint32, error) {
+	if cb == nil {
+		return DefaultMaxConnections, nil
+	}
+	if err := fields.Only(cb, path, "thresholds"); err != nil {
+		return 0, err
+	}
+	limit, found := uint32(DefaultMaxConnections), false
+	for i, th := range cb.GetThresholds() {
+		if err := fields.Only(th, fmt.Sprintf("%s.thresholds[%d]", path, i), "priority", "max_connections"); err != nil {
+			return 0, err
+		}
+		if th.GetPriority() == corev3.RoutingPriority_DEFAULT && !found {
+			found = true
+			if mc := th.GetMaxConnections(); mc != nil {
+				limit = mc.GetValue()
+			}
+		}
+	}
+	return limit, nil
 }
 
 // AssignmentFromProto compiles a ClusterLoadAssignment resource.

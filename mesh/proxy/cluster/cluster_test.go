@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -55,5 +56,53 @@ func TestWeightedPick(t *testing.T) {
 	bad.RespectDnsTtl = true
 	if _, err := cluster.FromProto(bad); err == nil || !strings.Contains(err.Error(), `Cluster "udp:s".respect_dns_ttl`) {
 		t.Fatalf("unsupported field: %v", err)
+	}
+}
+
+// The DEFAULT priority's max_connections is the session cap; absent, it is
+// Envoy's 1024; the first DEFAULT threshold wins, a HIGH one caps nothing;
+// a threshold field the data plane does not honour is refused by name.
+func TestCircuitBreakerMaxConnections(t *testing.T) {
+	threshold := func(p corev3.RoutingPriority, n uint32) *clusterv3.CircuitBreakers_Thresholds {
+		return &clusterv3.CircuitBreakers_Thresholds{Priority: p, MaxConnections: wrapperspb.UInt32(n)}
+	}
+	cases := []struct {
+		name string
+		cb   *clusterv3.CircuitBreakers
+		want uint32
+	}{
+		{"absent", nil, cluster.DefaultMaxConnections},
+		{"no thresholds", &clusterv3.CircuitBreakers{}, cluster.DefaultMaxConnections},
+		{"default", &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{threshold(corev3.RoutingPriority_DEFAULT, 64)}}, 64},
+		{"zero", &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{threshold(corev3.RoutingPriority_DEFAULT, 0)}}, 0},
+		{"high only", &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{threshold(corev3.RoutingPriority_HIGH, 8)}}, cluster.DefaultMaxConnections},
+		{"first default wins", &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{
+			threshold(corev3.RoutingPriority_HIGH, 8), threshold(corev3.RoutingPriority_DEFAULT, 16), threshold(corev3.RoutingPriority_DEFAULT, 32),
+		}}, 16},
+		{"default without max_connections", &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{
+			{Priority: corev3.RoutingPriority_DEFAULT}, threshold(corev3.RoutingPriority_DEFAULT, 32),
+		}}, cluster.DefaultMaxConnections},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := proxytest.EDSCluster("udp:s")
+			c.CircuitBreakers = tc.cb
+			spec, err := cluster.FromProto(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec.MaxConnections != tc.want {
+				t.Fatalf("max_connections %d, want %d", spec.MaxConnections, tc.want)
+			}
+		})
+	}
+	bad := proxytest.EDSCluster("udp:s")
+	bad.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxRequests: wrapperspb.UInt32(5)}}}
+	if _, err := cluster.FromProto(bad); err == nil || !strings.Contains(err.Error(), `Cluster "udp:s".circuit_breakers.thresholds[0].max_requests`) {
+		t.Fatalf("unsupported threshold field: %v", err)
+	}
+	bad.CircuitBreakers = &clusterv3.CircuitBreakers{PerHostThresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(5)}}}
+	if _, err := cluster.FromProto(bad); err == nil || !strings.Contains(err.Error(), `Cluster "udp:s".circuit_breakers.per_host_thresholds`) {
+		t.Fatalf("unsupported per-host thresholds: %v", err)
 	}
 }

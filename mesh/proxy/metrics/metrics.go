@@ -53,6 +53,9 @@ type Metrics struct {
 	udpListeners map[string]*UDPListener
 	tcpListeners map[string]*TCPListener
 	clusters     map[string]*Cluster
+
+	// bounds holds the UDP refusal counters (bounds.go).
+	bounds *bounds
 }
 
 // New makes a registry with every family registered.
@@ -92,6 +95,7 @@ func New() *Metrics {
 	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
 	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
+	m.bounds = newBounds(m.Registry)
 	return m
 }
 

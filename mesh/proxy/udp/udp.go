@@ -11,10 +11,15 @@
 // the idle timer is reset by traffic in either direction, a session whose
 // cluster disappears or whose host leaves the cluster is closed, and a
 // listener update keeps every session whose route is unchanged.
+//
+// What one peer can take is bounded: the cluster's max_connections circuit
+// breaker caps its sessions (Breakers) and the overflow is counted; the
+// upstream socket is made off the serve loop, with the datagrams that
+// arrive meanwhile queued in order up to a bound; reply buffers come from
+// a shared pool; failed reads back off.
 package udp
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -49,9 +54,37 @@ type Options struct {
 	// UpstreamNetns is where upstream sockets are made; empty is the
 	// proxy's own namespace (the node's: the proxy is hostNetwork).
 	UpstreamNetns string
-	Log           *slog.Logger
-	Metrics       *metrics.Metrics
+	// Breakers counts sessions against each cluster's max_connections;
+	// a proxy passes one to all its listeners. Nil: the listener's own.
+	Breakers *Breakers
+	Log      *slog.Logger
+	Metrics  *metrics.Metrics
+
+	// hooks are set by this package's tests only.
+	hooks hooks
 }
+
+// hooks let tests force an interleaving or a fault.
+type hooks struct {
+	// beforeInsert runs after a new session is routed and before it takes
+	// l.mu to insert: the window an update can land in.
+	beforeInsert func(l *Listener, key Key)
+	// read replaces the capture socket read.
+	read func(msgs []ipv4.Message) (int, error)
+}
+
+// captureRecvBuf is the capture socket's receive buffer. The kernel's
+// default (rmem_default, 208 KiB) holds about 90 datagrams of 1,200 bytes,
+// so any pause of the serve loop longer than about 3 ms at 300 Mb/s drops
+// datagrams (RcvbufErrors in the pod netns). 16 MiB rides out pauses of
+// about 100 ms at that rate; the memory is taken only while datagrams
+// queue, and net.ipv4.udp_mem bounds all UDP sockets together.
+// BenchmarkUDPOverload measures the difference (README).
+const captureRecvBuf = 16 << 20
+
+// dialWorkers bounds how many upstream sockets a listener makes at once;
+// in a netns each holds an OS thread while it does.
+const dialWorkers = 4
 
 // Key is a session's downstream 5-tuple (the protocol is always UDP).
 type Key struct {
@@ -68,6 +101,9 @@ type Listener struct {
 	clusters Clusters
 	opts     Options
 	stats    *metrics.UDPListener
+	bounds   *metrics.UDPBounds
+	dials    chan struct{}
+	dialLog  logLimit
 
 	mu       sync.Mutex
 	sessions map[Key]*session
@@ -75,19 +111,6 @@ type Listener struct {
 
 	done chan struct{}
 	wg   sync.WaitGroup
-}
-
-type session struct {
-	key       Key
-	cluster   string
-	host      netip.AddrPort
-	up        *net.UDPConn
-	upPC      *ipv4.PacketConn
-	replyOOB  []byte
-	replyAddr *net.UDPAddr
-	lastSeen  atomic.Int64
-	cstats    *metrics.Cluster
-	closeOnce sync.Once
 }
 
 // Listen opens the listener's socket (in its netns, transparent, with
@@ -105,13 +128,17 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
-	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	if o.Breakers == nil {
+		o.Breakers = NewBreakers()
+	}
+	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, RecvBuf: captureRecvBuf, GRO: true})
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: %w", spec.Name, err)
 	}
 	l := &Listener{
 		name: spec.Name, conn: c, pc: ipv4.NewPacketConn(c.UDPConn), clusters: clusters, opts: o,
-		stats: o.Metrics.UDPListener(spec.Name), sessions: map[Key]*session{}, done: make(chan struct{}),
+		stats: o.Metrics.UDPListener(spec.Name), bounds: o.Metrics.UDPBounds(spec.Name),
+		dials: make(chan struct{}, dialWorkers), sessions: map[Key]*session{}, done: make(chan struct{}),
 	}
 	l.cfg.Store(spec.UDP)
 	l.wg.Add(2)
@@ -205,10 +232,6 @@ func (l *Listener) closeWhere(pred func(*session) bool) {
 	}
 }
 
-func (s *session) close() { s.closeOnce.Do(func() { _ = s.up.Close() }) }
-
-func (s *session) touch() { s.lastSeen.Store(time.Now().UnixNano()) }
-
 func (l *Listener) janitor() {
 	defer l.wg.Done()
 	for {
@@ -224,55 +247,107 @@ func (l *Listener) janitor() {
 	}
 }
 
-// serve reads downstream datagrams, in batches when configured.
+// remove closes s if the map still holds it.
+func (l *Listener) remove(s *session) {
+	l.mu.Lock()
+	held := l.sessions[s.key] == s
+	if held {
+		delete(l.sessions, s.key)
+	}
+	l.mu.Unlock()
+	if held {
+		s.close()
+		l.stats.Active.Dec()
+	}
+}
+
+// serve reads downstream datagrams, in batches when configured, until the
+// listener closes.
 func (l *Listener) serve() {
 	defer l.wg.Done()
-	n := l.opts.Batch
-	msgs := make([]ipv4.Message, n)
+	msgs := make([]ipv4.Message, l.opts.Batch)
 	for i := range msgs {
 		msgs[i].Buffers = [][]byte{make([]byte, maxDatagram)}
 		msgs[i].OOB = make([]byte, transparent.ControlLen)
 	}
-	// Upstream writes are grouped per session within one batch, so a
-	// client's burst costs one sendmmsg.
+	read := l.opts.hooks.read
+	if read == nil {
+		read = l.read
+	}
+	var retry backoff
 	var out []ipv4.Message
 	for {
-		var got int
-		var err error
-		if n == 1 {
-			var k, oobn int
-			var src netip.AddrPort
-			k, oobn, _, src, err = l.conn.ReadMsgUDPAddrPort(msgs[0].Buffers[0], msgs[0].OOB)
-			msgs[0].N, msgs[0].NN, msgs[0].Addr = k, oobn, net.UDPAddrFromAddrPort(src)
-			got = 1
-		} else {
-			got, err = l.pc.ReadBatch(msgs, 0)
-		}
+		got, err := read(msgs)
 		if err != nil {
-			if l.isClosed() {
+			if l.isClosed() || !l.backOff(&retry, err) {
 				return
 			}
-			l.opts.Log.Warn("udp listener read failed", "listener", l.name, "err", err)
 			continue
 		}
-		var prev *session
-		out = out[:0]
-		for i := range got {
-			m := &msgs[i]
-			s := l.route(m)
+		retry.succeeded()
+		out = l.dispatch(msgs[:got], out[:0])
+	}
+}
+
+// dispatch routes one batch's datagrams and sends them upstream, grouped
+// per session so a client's burst costs one sendmmsg; out is scratch
+// space, returned for reuse.
+func (l *Listener) dispatch(msgs []ipv4.Message, out []ipv4.Message) []ipv4.Message {
+	var prev *session
+	for i := range msgs {
+		m := &msgs[i]
+		key, step, ok := l.classify(m)
+		if !ok {
+			continue
+		}
+		// A UDP_GRO buffer holds several datagrams; each is routed and
+		// counted as the client sent it.
+		b := m.Buffers[0][:m.N]
+		for off := 0; off < max(len(b), 1); off += step {
+			d := b[off:min(off+step, len(b))]
+			s := l.route(key, len(d))
 			if s == nil {
 				continue
 			}
 			if prev != nil && s != prev {
-				l.sendUp(prev, out)
+				l.forward(prev, out)
 				out = out[:0]
 			}
 			prev = s
-			out = append(out, ipv4.Message{Buffers: [][]byte{m.Buffers[0][:m.N]}})
+			out = append(out, ipv4.Message{Buffers: [][]byte{d}})
 		}
-		if prev != nil {
-			l.sendUp(prev, out)
-		}
+	}
+	if prev != nil {
+		l.forward(prev, out)
+	}
+	return out
+}
+
+// read is one recvmsg, or one recvmmsg when batching.
+func (l *Listener) read(msgs []ipv4.Message) (int, error) {
+	if len(msgs) > 1 {
+		return l.pc.ReadBatch(msgs, 0)
+	}
+	n, oobn, _, src, err := l.conn.ReadMsgUDPAddrPort(msgs[0].Buffers[0], msgs[0].OOB)
+	msgs[0].N, msgs[0].NN, msgs[0].Addr = n, oobn, net.UDPAddrFromAddrPort(src)
+	return 1, err
+}
+
+// backOff counts a failed read, logs it within the rate limit and waits
+// before the next; it reports false if the listener closed meanwhile.
+func (l *Listener) backOff(b *backoff, err error) bool {
+	l.bounds.RxErrors.Inc()
+	wait, log, unlogged := b.failed(time.Now())
+	if log {
+		l.opts.Log.Warn("udp listener read failed; backing off", "listener", l.name, "err", err, "wait", wait, "unlogged_failures", unlogged)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -285,22 +360,37 @@ func (l *Listener) isClosed() bool {
 	}
 }
 
-// route accounts for one downstream datagram and returns its session,
-// creating it when needed; nil means the datagram is dropped (and counted).
-func (l *Listener) route(m *ipv4.Message) *session {
-	l.stats.Rx.Inc()
-	l.stats.RxBytes.Add(float64(m.N))
+// classify reads a received buffer's control messages: the session key
+// and the size of the datagrams the buffer holds (its length unless
+// UDP_GRO joined several). A buffer without a destination is dropped and
+// counted.
+func (l *Listener) classify(m *ipv4.Message) (key Key, step int, ok bool) {
 	meta, err := transparent.ParseControl(m.OOB[:m.NN])
 	if err != nil || !meta.Dst.IsValid() {
+		l.stats.Rx.Inc()
+		l.stats.RxBytes.Add(float64(m.N))
 		l.stats.NoOriginalDst.Inc()
-		return nil
+		return Key{}, 0, false
 	}
 	src := m.Addr.(*net.UDPAddr).AddrPort()
 	dport := meta.OrigDst.Port()
 	if dport == 0 {
 		dport = l.LocalAddr().Port()
 	}
-	key := Key{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(meta.Dst.Unmap(), dport)}
+	// An empty datagram is one datagram too.
+	step = max(m.N, 1)
+	if meta.SegmentSize > 0 && meta.SegmentSize < m.N {
+		step = meta.SegmentSize
+	}
+	return Key{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(meta.Dst.Unmap(), dport)}, step, true
+}
+
+// route accounts for one downstream datagram of n bytes and returns its
+// session, creating it when needed; nil means the datagram is dropped (and
+// counted).
+func (l *Listener) route(key Key, n int) *session {
+	l.stats.Rx.Inc()
+	l.stats.RxBytes.Add(float64(n))
 	l.mu.Lock()
 	s := l.sessions[key]
 	l.mu.Unlock()
@@ -312,13 +402,9 @@ func (l *Listener) route(m *ipv4.Message) *session {
 }
 
 // staleRetries bounds how often newSession starts over because an update
-// landed while it dialed; each retry needs another update in that window.
+// landed between its route and its insert; each retry needs another
+// update in that window.
 const staleRetries = 3
-
-// beforeInsert, when set (by tests only), runs after newSession has routed
-// and dialed and before it takes l.mu to insert: the window an update can
-// land in.
-var beforeInsert func(l *Listener, key Key)
 
 func (l *Listener) newSession(key Key) *session {
 	for range staleRetries {
@@ -327,16 +413,18 @@ func (l *Listener) newSession(key Key) *session {
 			return s
 		}
 	}
-	// Updates kept landing mid-dial; the client's next datagram retries.
+	// Updates kept landing; the client's next datagram retries.
 	l.stats.NoRoute.Inc()
 	return nil
 }
 
-// tryNewSession routes key with the current configuration and inserts the
-// session only if that route still holds under l.mu. An Update or
-// ClustersChanged that scanned the map while this one dialed did not see
-// the session, so without the re-check it would outlive its route until
-// idle; stale reports that case, and the caller routes again.
+// tryNewSession routes key with the current configuration, takes one of
+// the cluster's connections, and inserts the session only if that route
+// still holds under l.mu. An Update or ClustersChanged that scanned the map
+// in between did not see the session, so without the re-check it would
+// outlive its route until idle; stale reports that case, and the caller
+// routes again. The upstream socket is made afterwards, off the serve loop
+// (run); datagrams that arrive meanwhile queue on the session in order.
 func (l *Listener) tryNewSession(key Key) (s *session, stale bool) {
 	cfg := l.cfg.Load()
 	name, ok := cfg.Matcher.Cluster(key.Dst.Addr())
@@ -356,20 +444,19 @@ func (l *Listener) tryNewSession(key Key) (s *session, stale bool) {
 		cs.NoneHealthy.Inc()
 		return nil, false
 	}
-	up, err := transparent.DialUDP(l.opts.UpstreamNetns, netip.AddrPort{}, host, transparent.Options{Mark: l.opts.Mark})
-	if err != nil {
-		l.stats.UpstreamError.Inc()
-		cs.Errors.Inc()
-		l.opts.Log.Warn("upstream socket failed", "listener", l.name, "cluster", name, "host", host, "err", err)
+	if !l.opts.Breakers.acquire(name, c.Spec.MaxConnections) {
+		l.bounds.Overflow.Inc()
+		l.opts.Metrics.ClusterOverflow(name).Inc()
 		return nil, false
 	}
 	s = &session{
-		key: key, cluster: name, host: host, up: up, upPC: ipv4.NewPacketConn(up),
-		replyOOB: transparent.PktinfoFrom(key.Dst.Addr()), replyAddr: net.UDPAddrFromAddrPort(key.Src), cstats: cs,
+		key: key, cluster: name, host: host, cstats: cs, bounds: l.bounds,
+		replyOOB: transparent.PktinfoFrom(key.Dst.Addr()), replyAddr: net.UDPAddrFromAddrPort(key.Src),
+		release: func() { l.opts.Breakers.release(name) },
 	}
 	s.touch()
-	if beforeInsert != nil {
-		beforeInsert(l, key)
+	if h := l.opts.hooks.beforeInsert; h != nil {
+		h(l, key)
 	}
 	l.mu.Lock()
 	if l.closed {
@@ -388,92 +475,6 @@ func (l *Listener) tryNewSession(key Key) (s *session, stale bool) {
 	l.stats.Active.Inc()
 	cs.Sessions.Inc()
 	l.wg.Add(1)
-	go l.replies(s)
+	go l.run(s)
 	return s, false
-}
-
-func (l *Listener) sendUp(s *session, out []ipv4.Message) {
-	var err error
-	sent := 0
-	if len(out) == 1 {
-		_, err = s.up.Write(out[0].Buffers[0])
-		if err == nil {
-			sent = 1
-		}
-	} else {
-		for sent < len(out) && err == nil {
-			var k int
-			k, err = s.upPC.WriteBatch(out[sent:], 0)
-			sent += k
-		}
-	}
-	for i := range sent {
-		s.cstats.Tx.Inc()
-		s.cstats.TxBytes.Add(float64(len(out[i].Buffers[0])))
-	}
-	if err != nil && !errors.Is(err, net.ErrClosed) {
-		// ECONNREFUSED from an earlier ICMP is the host's answer, not ours
-		// to act on: Envoy counts it and keeps the session until idle.
-		s.cstats.Errors.Inc()
-		l.stats.UpstreamError.Add(float64(len(out) - sent))
-	}
-}
-
-// replies forwards datagrams from the session's host back to the client,
-// from the listener socket, with the original destination as source.
-func (l *Listener) replies(s *session) {
-	defer l.wg.Done()
-	n := min(l.opts.Batch, 8)
-	in := make([]ipv4.Message, n)
-	back := make([]ipv4.Message, n)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, maxDatagram)}
-		back[i].OOB, back[i].Addr = s.replyOOB, s.replyAddr
-	}
-	for {
-		var got int
-		var err error
-		if n == 1 {
-			got = 1
-			in[0].N, err = s.up.Read(in[0].Buffers[0])
-		} else {
-			got, err = s.upPC.ReadBatch(in, 0)
-		}
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// ECONNREFUSED (ICMP port unreachable from the host) surfaces
-			// here; the session lives on, as in Envoy.
-			s.cstats.Errors.Inc()
-			continue
-		}
-		s.touch()
-		for i := range got {
-			s.cstats.Rx.Inc()
-			s.cstats.RxBytes.Add(float64(in[i].N))
-			back[i].Buffers = [][]byte{in[i].Buffers[0][:in[i].N]}
-		}
-		if got == 1 {
-			_, _, err = l.conn.WriteMsgUDPAddrPort(back[0].Buffers[0], s.replyOOB, s.key.Src)
-			if err == nil {
-				l.stats.Tx.Inc()
-				l.stats.TxBytes.Add(float64(in[0].N))
-			}
-		} else {
-			sent := 0
-			for sent < got && err == nil {
-				var k int
-				k, err = l.pc.WriteBatch(back[sent:got], 0)
-				sent += k
-			}
-			for i := range sent {
-				l.stats.Tx.Inc()
-				l.stats.TxBytes.Add(float64(in[i].N))
-			}
-		}
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			l.opts.Log.Warn("reply to downstream failed", "listener", l.name, "client", s.key.Src, "from", s.key.Dst, "err", err)
-		}
-	}
 }

@@ -37,7 +37,7 @@ func static(name string, hosts ...netip.AddrPort) *cluster.Cluster {
 	for _, h := range hosts {
 		a.Endpoints = append(a.Endpoints, cluster.Endpoint{Addr: h, Weight: 1})
 	}
-	return cluster.New(&cluster.Spec{Name: name, Kind: cluster.Static, Static: a})
+	return cluster.New(&cluster.Spec{Name: name, Kind: cluster.Static, Static: a, MaxConnections: cluster.DefaultMaxConnections})
 }
 
 // backend answers every datagram with its own name and counts them.
@@ -140,14 +140,13 @@ func TestSessionMadeDuringUpdateFollowsTheUpdate(t *testing.T) {
 			spec := initial
 			var once sync.Once
 			landed := make(chan struct{})
-			beforeInsert = func(l *Listener, _ Key) {
+			beforeInsert := func(l *Listener, _ Key) {
 				once.Do(func() { tc.land(l, cs, b2); close(landed) })
 			}
-			t.Cleanup(func() { beforeInsert = nil })
 			m := metrics.New()
-			// Batch 1: one datagram is wholly handled before the next is
+			// Batch 1: one datagram is wholly routed before the next is
 			// read, which the sentinel below relies on.
-			l, err := Listen(spec, cs, Options{Batch: 1, Metrics: m})
+			l, err := Listen(spec, cs, Options{Batch: 1, Metrics: m, hooks: hooks{beforeInsert: beforeInsert}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +169,7 @@ func TestSessionMadeDuringUpdateFollowsTheUpdate(t *testing.T) {
 				t.Fatal("the first datagram never reached the insert window")
 			}
 			// The sentinel is read only after the first datagram's
-			// session was inserted or refused and its send returned.
+			// session was inserted or refused and its datagram forwarded or queued.
 			if _, err := sentinel.Write([]byte("sentinel")); err != nil {
 				t.Fatal(err)
 			}

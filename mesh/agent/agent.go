@@ -43,7 +43,7 @@ type Options struct {
 	// registry, never the global one.
 	Registerer prometheus.Registerer
 	// HTTP, when set, serves the mTLS HTTP/2 path: SDS from HTTP.Identities
-	// and the 18008/18081 listeners (mesh/CONTRACT-MTLS.md).
+	// and the 18008/18081 listeners (ARCHITECTURE.md, "The mTLS HTTP/2 path").
 	HTTP *HTTPPath
 	// Issuer, when set, is told the node's accounts before every build,
 	// so that HTTP.Identities holds their SVIDs (the embedded CA's

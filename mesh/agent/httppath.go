@@ -18,7 +18,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
-// HTTPPath configures the mTLS HTTP/2 path (mesh/CONTRACT-MTLS.md). A
+// HTTPPath configures the mTLS HTTP/2 path (ARCHITECTURE.md, "The mTLS HTTP/2 path"). A
 // builder without one emits none of it.
 type HTTPPath struct {
 	TrustDomain spiffeid.TrustDomain

@@ -157,7 +157,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		return err
 	}
 	// SDS by wildcard: the agent serves a node only its own accounts'
-	// SVIDs and the bundle (mesh/CONTRACT-MTLS.md, "SDS").
+	// SVIDs and the bundle (ARCHITECTURE.md, "The mTLS HTTP/2 path", SDS).
 	if err := p.sub.Subscribe(resource.SecretType); err != nil {
 		return err
 	}

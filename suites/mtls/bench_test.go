@@ -61,8 +61,10 @@ func benchmark(ctx context.Context, r *rig, c *node.Cluster) (*benchResult, erro
 		return nil, err
 	}
 	arms := map[string]func() (*http.Client, string){
-		"mesh h2":    func() (*http.Client, string) { return h2cClient(src), meshURLs },
-		"direct TLS": func() (*http.Client, string) { return direct, fmt.Sprintf("https://%s/bench", netip.AddrPortFrom(dst.IP, echoTLSPort)) },
+		"mesh h2": func() (*http.Client, string) { return h2cClient(src), meshURLs },
+		"direct TLS": func() (*http.Client, string) {
+			return direct, fmt.Sprintf("https://%s/bench", netip.AddrPortFrom(dst.IP, echoTLSPort))
+		},
 	}
 	pids := []int{c.Node("node-a").ProxyPID(), c.Node("node-b").ProxyPID()}
 	res := &benchResult{Concurrency: benchConcurrency}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 )
@@ -33,8 +33,10 @@ func cases(r *rig) []redgreen.Case {
 			Name: "per-source-identity", Role: redgreen.Subject,
 			Description: "the h2 cluster presents each source's SVID, chosen per connection from the pod identity its outbound listener stamps as hashable filter state",
 			Expect:      fmt.Sprintf("each of src-a-0 and src-b-0 sends %d requests at once; every one arrives at dst-0 as its own source's SPIFFE ID", perSourceN),
-			Run:         func(ctx context.Context) (redgreen.Observation, error) { return identities(ctx, r, perSource, "subject") },
-			Check:       checkOwnIdentity,
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				return identities(ctx, r, perSource, "subject")
+			},
+			Check: checkOwnIdentity,
 		},
 		{
 			Name: "refused-at-18008", Role: redgreen.Subject,
@@ -60,8 +62,10 @@ func staticControl(r *rig, mode upstreamCert) redgreen.Case {
 		Name: "static-certificate", Role: redgreen.Control,
 		Description: "the h2 cluster presents one static certificate (tls_certificate_sds_secret_configs: sa-a), no per-connection selection (#831)",
 		Expect:      fmt.Sprintf("src-b-0's %d requests arrive at dst-0 as %s", perSourceN, spiffeID("sa-a")),
-		Run:         func(ctx context.Context) (redgreen.Observation, error) { return identities(ctx, r, mode, "control-"+string(mode)) },
-		Check:       checkBArrivesAsA,
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			return identities(ctx, r, mode, "control-"+string(mode))
+		},
+		Check: checkBArrivesAsA,
 	}
 }
 
@@ -161,7 +165,7 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	url := func(tag string) string {
 		return fmt.Sprintf("https://%s/%s", netip.AddrPortFrom(dst.IP, constants.InboundPort), tag)
 	}
-	listener := map[string]string{"listener": agentmtls.InboundListener(namespace, "dst-0")}
+	listener := map[string]string{"listener": xdsnames.InboundListener(namespace, "dst-0")}
 	clients := []struct {
 		tag, reason string
 		svid        *x509svid.SVID

@@ -16,16 +16,16 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"golang.org/x/net/http2"
 
-	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/transparent"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
 )
 
 var (
-	dstAuthority = agentmtls.Authority("dst", namespace, meshDomain)
-	dstSNI       = agentmtls.SNI(8080, "dst", namespace, meshDomain)
+	dstAuthority = xdsnames.Authority("dst", namespace, meshDomain)
+	dstSNI       = xdsnames.SNI(8080, "dst", namespace, meshDomain)
 )
 
 func spiffeID(sa string) string { return "spiffe://" + trustDomain + "/ns/" + namespace + "/sa/" + sa }
@@ -204,8 +204,8 @@ const mRefused = "aether_proxy_http_tls_refused_total"
 // one request from each source gets through (their secrets have arrived).
 func waitHTTPListeners(ctx context.Context, c *node.Cluster) error {
 	want := map[string]string{
-		"node-b": agentmtls.InboundListener(namespace, "dst-0"),
-		"node-a": agentmtls.OutboundListener(namespace, "src-a-0"),
+		"node-b": xdsnames.InboundListener(namespace, "dst-0"),
+		"node-a": xdsnames.OutboundListener(namespace, "src-a-0"),
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	var last error

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // connectTimeout is every mTLS cluster's connect_timeout, as the L4
@@ -34,7 +36,7 @@ type Upstream struct {
 // Service is a service an h2 cluster reaches.
 type Service struct {
 	Name, Namespace string
-	// Port is the service port whose SNI the cluster sends.
+	// Port is the service port whose xdsnames.SNI the cluster sends.
 	Port uint16
 	// Accounts are the SPIFFE IDs of the service accounts backing the
 	// service: the URI SANs its peer may present.
@@ -60,21 +62,21 @@ func H2ClusterFor(m Mesh, s Service, up Upstream) (*clusterv3.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := H2Cluster(s.Name, s.Namespace)
+	name := xdsnames.H2Cluster(s.Name, s.Namespace)
 	return &clusterv3.Cluster{
 		Name:                          name,
 		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
 		EdsClusterConfig:              &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads(), ServiceName: name},
 		ConnectTimeout:                durationpb.New(connectTimeout),
 		TransportSocket:               ts,
-		TypedExtensionProtocolOptions: map[string]*anypb.Any{HTTPProtocolOptionsKey: po},
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{xdsnames.HTTPProtocolOptions: po},
 	}, nil
 }
 
 // H2Assignment is an h2 cluster's load assignment: each ready endpoint's
 // inbound listener, <podIP>:18008.
 func H2Assignment(name, namespace string, ips []netip.Addr) *endpointv3.ClusterLoadAssignment {
-	la := &endpointv3.ClusterLoadAssignment{ClusterName: H2Cluster(name, namespace), Endpoints: []*endpointv3.LocalityLbEndpoints{{}}}
+	la := &endpointv3.ClusterLoadAssignment{ClusterName: xdsnames.H2Cluster(name, namespace), Endpoints: []*endpointv3.LocalityLbEndpoints{{}}}
 	for _, ip := range ips {
 		la.Endpoints[0].LbEndpoints = append(la.Endpoints[0].LbEndpoints, lbEndpoint(ip.String(), constants.InboundPort, ""))
 	}
@@ -113,7 +115,7 @@ func upstreamTLS(m Mesh, s Service, up Upstream) (*corev3.TransportSocket, error
 		AlpnProtocols: []string{"h2"},
 		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 			DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans},
-			ValidationContextSdsSecretConfig: sds(TrustBundleSecret),
+			ValidationContextSdsSecretConfig: sds(xdsnames.TrustBundleSecret),
 		}},
 	}
 	if up.StaticSecret != "" {
@@ -125,27 +127,27 @@ func upstreamTLS(m Mesh, s Service, up Upstream) (*corev3.TransportSocket, error
 		}
 		common.CustomTlsCertificateSelector = sel
 	}
-	tc, err := anyOf(&tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: SNI(s.Port, s.Name, s.Namespace, m.Domain)})
+	tc, err := anyOf(&tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: xdsnames.SNI(s.Port, s.Name, s.Namespace, m.Domain)})
 	if err != nil {
 		return nil, err
 	}
-	return &corev3.TransportSocket{Name: TLSTransportSocket, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}, nil
+	return &corev3.TransportSocket{Name: xdsnames.TLSTransportSocket, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}, nil
 }
 
 // selector is Envoy's on-demand certificate selector keyed by the
 // filter_state_override mapper: the upstream handshake presents the secret
 // the downstream connection's shared filter state names.
 func selector() (*corev3.TypedExtensionConfig, error) {
-	mapper, err := anyOf(&fsomapperv3.Config{DefaultValue: NoSourceIdentity})
+	mapper, err := anyOf(&fsomapperv3.Config{DefaultValue: xdsnames.NoSourceIdentity})
 	if err != nil {
 		return nil, err
 	}
 	cfg, err := anyOf(&ondemandv3.Config{
 		ConfigSource:      ads(),
-		CertificateMapper: &corev3.TypedExtensionConfig{Name: FilterStateCertMapper, TypedConfig: mapper},
+		CertificateMapper: &corev3.TypedExtensionConfig{Name: xdsnames.FilterStateCertMapper, TypedConfig: mapper},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &corev3.TypedExtensionConfig{Name: OnDemandSecretSelector, TypedConfig: cfg}, nil
+	return &corev3.TypedExtensionConfig{Name: xdsnames.OnDemandSecretSelector, TypedConfig: cfg}, nil
 }

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Pod is a local pod as the mTLS path sees it.
@@ -56,9 +58,9 @@ type Mesh struct {
 }
 
 // AccessLogFormat is the access log's JSON line: each key and its Envoy
-// command operator (mesh/CONTRACT-MTLS.md, "Access log").
+// command operator (ARCHITECTURE.md, "The mTLS HTTP/2 path", its access log).
 func AccessLogFormat(inbound bool) map[string]string {
-	source := "%FILTER_STATE(" + CertMapperFilterStateKey + ":PLAIN)%"
+	source := "%FILTER_STATE(" + xdsnames.CertMapperFilterStateKey + ":PLAIN)%"
 	if inbound {
 		source = "%DOWNSTREAM_PEER_URI_SAN%"
 	}
@@ -82,13 +84,13 @@ func InboundListenerFor(m Mesh, p Pod) (*listenerv3.Listener, []*clusterv3.Clust
 		return nil, nil, nil
 	}
 	l := &listenerv3.Listener{
-		Name:            InboundListener(p.Namespace, p.Name),
+		Name:            xdsnames.InboundListener(p.Namespace, p.Name),
 		Address:         tcpAddress(p.IP.String(), constants.InboundPort, p.NetnsPath),
-		ListenerFilters: []*listenerv3.ListenerFilter{{Name: TLSInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}}},
+		ListenerFilters: []*listenerv3.ListenerFilter{{Name: xdsnames.TLSInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}}},
 	}
 	var clusters []*clusterv3.Cluster
 	for _, sp := range p.Serves {
-		cl := InboundCluster(p.Namespace, p.Name, sp.TargetPort)
+		cl := xdsnames.InboundCluster(p.Namespace, p.Name, sp.TargetPort)
 		hcm, err := hcmFor("inbound", m, hcmv3.HttpConnectionManager_HTTP2, true, catchAll(cl))
 		if err != nil {
 			return nil, nil, fmt.Errorf("inbound listener of %s/%s: %w", p.Namespace, p.Name, err)
@@ -98,8 +100,8 @@ func InboundListenerFor(m Mesh, p Pod) (*listenerv3.Listener, []*clusterv3.Clust
 			return nil, nil, err
 		}
 		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-			Name:             SNI(sp.Port, sp.Service, sp.Namespace, m.Domain),
-			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{SNI(sp.Port, sp.Service, sp.Namespace, m.Domain)}},
+			Name:             xdsnames.SNI(sp.Port, sp.Service, sp.Namespace, m.Domain),
+			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{xdsnames.SNI(sp.Port, sp.Service, sp.Namespace, m.Domain)}},
 			TransportSocket:  ts,
 			Filters:          []*listenerv3.Filter{hcm},
 		})
@@ -112,13 +114,13 @@ func InboundListenerFor(m Mesh, p Pod) (*listenerv3.Listener, []*clusterv3.Clust
 // the pod's identity in filter state, made by factory (HashableString;
 // PlainString only for a control), and route by authority.
 func OutboundListenerFor(m Mesh, p Pod, routes []Route, factory string) (*listenerv3.Listener, error) {
-	rc := &routev3.RouteConfiguration{Name: OutboundListener(p.Namespace, p.Name)}
+	rc := &routev3.RouteConfiguration{Name: xdsnames.OutboundListener(p.Namespace, p.Name)}
 	for _, r := range routes {
-		a := Authority(r.Service, r.Namespace, m.Domain)
+		a := xdsnames.Authority(r.Service, r.Namespace, m.Domain)
 		rc.VirtualHosts = append(rc.VirtualHosts, &routev3.VirtualHost{
 			Name:    a,
 			Domains: []string{a, fmt.Sprintf("%s:%d", a, constants.HTTPOutboundPort)},
-			Routes:  []*routev3.Route{toCluster(H2Cluster(r.Service, r.Namespace))},
+			Routes:  []*routev3.Route{toCluster(xdsnames.H2Cluster(r.Service, r.Namespace))},
 		})
 	}
 	rc.VirtualHosts = append(rc.VirtualHosts, &routev3.VirtualHost{
@@ -136,7 +138,7 @@ func OutboundListenerFor(m Mesh, p Pod, routes []Route, factory string) (*listen
 		return nil, fmt.Errorf("outbound listener of %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	fs, err := anyOf(&netsetfsv3.Config{OnNewConnection: []*setfsv3.FilterStateValue{{
-		Key:                &setfsv3.FilterStateValue_ObjectKey{ObjectKey: CertMapperFilterStateKey},
+		Key:                &setfsv3.FilterStateValue_ObjectKey{ObjectKey: xdsnames.CertMapperFilterStateKey},
 		FactoryKey:         factory,
 		Value:              &setfsv3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: p.ID}}}}},
 		SharedWithUpstream: setfsv3.FilterStateValue_ONCE,
@@ -145,13 +147,13 @@ func OutboundListenerFor(m Mesh, p Pod, routes []Route, factory string) (*listen
 		return nil, err
 	}
 	return &listenerv3.Listener{
-		Name:        OutboundListener(p.Namespace, p.Name),
+		Name:        xdsnames.OutboundListener(p.Namespace, p.Name),
 		Address:     tcpAddress("0.0.0.0", constants.HTTPOutboundPort, p.NetnsPath),
 		Transparent: wrapperspb.Bool(true),
 		FilterChains: []*listenerv3.FilterChain{{
 			Name: "http-outbound",
 			Filters: []*listenerv3.Filter{
-				{Name: SetFilterStateNetwork, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: fs}},
+				{Name: xdsnames.SetFilterStateNetwork, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: fs}},
 				hcm,
 			},
 		}},
@@ -197,8 +199,8 @@ func hcmFor(prefix string, m Mesh, codec hcmv3.HttpConnectionManager_CodecType, 
 		StatPrefix:     prefix,
 		CodecType:      codec,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
-		HttpFilters:    []*hcmv3.HttpFilter{{Name: RouterFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}},
-		AccessLog:      []*accesslogv3.AccessLog{{Name: FileAccessLogger, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: al}}},
+		HttpFilters:    []*hcmv3.HttpFilter{{Name: xdsnames.RouterFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}},
+		AccessLog:      []*accesslogv3.AccessLog{{Name: xdsnames.FileAccessLogger, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: al}}},
 	}
 	if inbound {
 		h.ForwardClientCertDetails = hcmv3.HttpConnectionManager_SANITIZE_SET
@@ -208,7 +210,7 @@ func hcmFor(prefix string, m Mesh, codec hcmv3.HttpConnectionManager_CodecType, 
 	if err != nil {
 		return nil, err
 	}
-	return &listenerv3.Filter{Name: HTTPConnectionManager, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tc}}, nil
+	return &listenerv3.Filter{Name: xdsnames.HTTPConnectionManager, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tc}}, nil
 }
 
 func downstreamTLS(id string) (*corev3.TransportSocket, error) {
@@ -220,14 +222,14 @@ func downstreamTLS(id string) (*corev3.TransportSocket, error) {
 			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sds(id)},
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
-				ValidationContextSdsSecretConfig: sds(TrustBundleSecret),
+				ValidationContextSdsSecretConfig: sds(xdsnames.TrustBundleSecret),
 			}},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &corev3.TransportSocket{Name: TLSTransportSocket, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}, nil
+	return &corev3.TransportSocket{Name: xdsnames.TLSTransportSocket, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}, nil
 }
 
 func tls13() *tlsv3.TlsParameters {

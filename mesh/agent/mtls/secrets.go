@@ -12,6 +12,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // SVIDSecret is the tls_certificate secret of one identity, named by its
@@ -56,9 +58,9 @@ func BundleSecret(bundles []*x509bundle.Bundle) (*tlsv3.Secret, error) {
 		return nil, fmt.Errorf("trust bundle secret: %w", err)
 	}
 	return &tlsv3.Secret{
-		Name: TrustBundleSecret,
+		Name: xdsnames.TrustBundleSecret,
 		Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			CustomValidatorConfig: &corev3.TypedExtensionConfig{Name: SPIFFEValidator, TypedConfig: tc},
+			CustomValidatorConfig: &corev3.TypedExtensionConfig{Name: xdsnames.SPIFFEValidator, TypedConfig: tc},
 		}},
 	}, nil
 }

@@ -8,17 +8,15 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-)
 
-// mapperKey is the filter state object Envoy's upstream certificate mapper
-// reads its secret name from.
-const mapperKey = "envoy.tls.certificate_mappers.on_demand_secret"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
+)
 
 // mapperSecret returns the secret name a set_filter_state value stamps for
 // the certificate mapper, when pm is one.
 func mapperSecret(pm protoreflect.Message) (string, bool) {
 	v, ok := pm.Interface().(*setfsv3.FilterStateValue)
-	if !ok || v.GetObjectKey() != mapperKey {
+	if !ok || v.GetObjectKey() != xdsnames.CertMapperFilterStateKey {
 		return "", false
 	}
 	return v.GetFormatString().GetTextFormatSource().GetInlineString(), true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/agent/validate"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 const srcID = "spiffe://aether.test/ns/t/sa/src"
@@ -36,7 +37,7 @@ func withHTTPPath(t *testing.T, cluster, secrets bool) validate.Resources {
 		r[resource.EndpointType] = append(r[resource.EndpointType], mtls.H2Assignment("dst", "t", []netip.Addr{netip.MustParseAddr("10.244.0.6")}))
 	}
 	if secrets {
-		r[resource.SecretType] = append(r[resource.SecretType], &tlsv3.Secret{Name: srcID}, &tlsv3.Secret{Name: mtls.TrustBundleSecret})
+		r[resource.SecretType] = append(r[resource.SecretType], &tlsv3.Secret{Name: srcID}, &tlsv3.Secret{Name: xdsnames.TrustBundleSecret})
 	}
 	return r
 }

@@ -456,7 +456,7 @@ func (c *checker) edsNames() {
 // sdsNames: every SDS secret a resource names is in the snapshot. Envoy
 // would wait for it, and a listener or cluster that waits is not serving.
 // Besides SdsSecretConfig references this covers the names the upstream
-// certificate mapper reads from filter state (mesh/CONTRACT-MTLS.md): a
+// certificate mapper reads from filter state (ARCHITECTURE.md, "The mTLS HTTP/2 path"): a
 // listener stamping an identity with no secret would make every upstream
 // handshake of its connections fail.
 func (c *checker) sdsNames() {

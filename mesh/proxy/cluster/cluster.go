@@ -5,7 +5,7 @@
 // The implemented subset is the contract's: type EDS over ADS (eds_config
 // ads{}, resource_api_version V3, service_name) or STATIC with an inline
 // load assignment, round-robin load balancing, connect_timeout; for the
-// mTLS path (mesh/CONTRACT-MTLS.md) an UpstreamTlsContext transport socket,
+// mTLS path (ARCHITECTURE.md, "The mTLS HTTP/2 path") an UpstreamTlsContext transport socket,
 // HTTP/2 as the explicit upstream protocol, and an endpoint socket made in
 // a named netns. Anything else is an error naming the field, for the xDS
 // client to NACK.
@@ -26,11 +26,13 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
 	"github.com/aether-mesh/aether/mesh/proxy/mtls"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // HTTPProtocolOptions is the typed_extension_protocol_options key of the
 // upstream HTTP protocol.
-const HTTPProtocolOptions = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+const HTTPProtocolOptions = xdsnames.HTTPProtocolOptions
 
 // http2Options reads the one protocol option the contract uses: HTTP/2 as
 // the explicit upstream protocol.

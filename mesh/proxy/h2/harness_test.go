@@ -26,6 +26,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/secret"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 const (
@@ -253,4 +254,4 @@ func (m *mesh) accessLog(t testing.TB) []map[string]any {
 	return out
 }
 
-var dstAuthority = agentmtls.Authority("dst", ns, meshDomain)
+var dstAuthority = xdsnames.Authority("dst", ns, meshDomain)

@@ -11,13 +11,13 @@ import (
 
 	"golang.org/x/net/http2"
 
-	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 )
 
-var dstSNI = agentmtls.SNI(8080, "dst", ns, meshDomain)
+var dstSNI = xdsnames.SNI(8080, "dst", ns, meshDomain)
 
 // direct is an h2 client straight to the inbound listener presenting svid
 // (none when nil), trusting the mesh's CA for the server.

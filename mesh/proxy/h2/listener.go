@@ -4,7 +4,7 @@
 // and the per-pod outbound listener on 18081 (plain HTTP/1.1 or h2c, routes
 // by authority to h2 clusters, the pod's identity in filter state), with
 // the upstream pool between them and a JSON access log
-// (mesh/CONTRACT-MTLS.md).
+// (ARCHITECTURE.md, "The mTLS HTTP/2 path").
 package h2
 
 import (

@@ -22,8 +22,8 @@ import (
 // is the cluster, the host and the hash of the downstream's shared filter
 // state objects that are Hashable, nothing else. The certificate a TLS
 // connection presents is chosen once, at its handshake, from the filter
-// state of the request that opened it (mesh/CONTRACT-MTLS.md, "Why
-// per-source identity holds").
+// state of the request that opened it (ARCHITECTURE.md, "The mTLS HTTP/2
+// path", why per-source identity holds).
 type Pool struct {
 	Store         *secret.Store
 	UpstreamNetns string

@@ -10,10 +10,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // FileAccessLogger is the one access logger the data plane runs.
-const FileAccessLogger = "envoy.access_loggers.file"
+const FileAccessLogger = xdsnames.FileAccessLogger
 
 // AccessLog is a compiled file access log with a JSON line format.
 type AccessLog struct {
@@ -51,7 +53,7 @@ var operators = map[string]func(Record) any{
 }
 
 // MapperKey is the filter state object the outbound listener stamps.
-const MapperKey = "envoy.tls.certificate_mappers.on_demand_secret"
+const MapperKey = xdsnames.CertMapperFilterStateKey
 
 func str(s string) any {
 	if s == "" {

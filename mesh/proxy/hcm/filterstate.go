@@ -8,15 +8,17 @@ import (
 	netsetfsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Names Envoy registers.
 const (
-	SetFilterStateFilter = "envoy.filters.network.set_filter_state"
+	SetFilterStateFilter = xdsnames.SetFilterStateNetwork
 	// StringFactory builds a StringAccessorImpl, which is not Hashable;
 	// HashableStringFactory builds one that is.
-	StringFactory         = "envoy.string"
-	HashableStringFactory = "envoy.hashable_string"
+	StringFactory         = xdsnames.StringFactory
+	HashableStringFactory = xdsnames.HashableStringFactory
 )
 
 // FilterState is one object a listener stamps on every new connection.

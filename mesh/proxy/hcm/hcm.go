@@ -1,7 +1,7 @@
 // Package hcm compiles the HTTP filter chains of the mTLS path: the
 // http_connection_manager (codec, inline routes by authority, XFCC, access
 // log) and the network set_filter_state filter that stamps a listener's
-// source identity on each connection (mesh/CONTRACT-MTLS.md). It only
+// source identity on each connection (ARCHITECTURE.md, "The mTLS HTTP/2 path"). It only
 // compiles; package h2 runs what it yields.
 package hcm
 
@@ -15,12 +15,14 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// Names Envoy registers.
+// Names Envoy registers (mesh/xdsnames).
 const (
-	Filter       = "envoy.filters.network.http_connection_manager"
-	RouterFilter = "envoy.filters.http.router"
+	Filter       = xdsnames.HTTPConnectionManager
+	RouterFilter = xdsnames.RouterFilter
 )
 
 // Codec is the downstream HTTP codec.

@@ -10,13 +10,15 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/hcm"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
 	"github.com/aether-mesh/aether/mesh/proxy/mtls"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // TLSInspector is the listener filter Envoy needs to match server_names.
-const TLSInspector = "envoy.filters.listener.tls_inspector"
+const TLSInspector = xdsnames.TLSInspector
 
 // HTTP is a TCP listener whose filter chains end in an HTTP connection
-// manager (mesh/CONTRACT-MTLS.md): the inbound 18008 listener (TLS, chains
+// manager (ARCHITECTURE.md, "The mTLS HTTP/2 path"): the inbound 18008 listener (TLS, chains
 // by SNI) or the outbound 18081 one (plaintext, one chain).
 type HTTP struct {
 	Chains []*HTTPChain

@@ -1,7 +1,7 @@
 // Package mtls compiles the TLS transport sockets of the mTLS path
 // (DownstreamTlsContext on the inbound listener, UpstreamTlsContext on h2
 // clusters) and turns them into Go TLS configs that read their secrets from
-// a secret.Store at every handshake (mesh/CONTRACT-MTLS.md).
+// a secret.Store at every handshake (ARCHITECTURE.md, "The mTLS HTTP/2 path").
 //
 // Peers are validated as Envoy's SPIFFE validator does (secret.VerifyPeer),
 // then against match_typed_subject_alt_names. Session tickets are off on
@@ -24,17 +24,19 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
 	"github.com/aether-mesh/aether/mesh/proxy/secret"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// Names Envoy registers.
+// Names Envoy registers (mesh/xdsnames).
 const (
-	TransportSocket = "envoy.transport_sockets.tls"
+	TransportSocket = xdsnames.TLSTransportSocket
 	// OnDemandSelector and FilterStateMapper are the upstream certificate
 	// selector and mapper that choose the certificate per connection.
-	OnDemandSelector  = "envoy.tls.certificate_selectors.on_demand_secret"
-	FilterStateMapper = "envoy.tls.upstream_certificate_mappers.filter_state_override"
+	OnDemandSelector  = xdsnames.OnDemandSecretSelector
+	FilterStateMapper = xdsnames.FilterStateCertMapper
 	// MapperKey is the filter state object the mapper reads.
-	MapperKey = "envoy.tls.certificate_mappers.on_demand_secret"
+	MapperKey = xdsnames.CertMapperFilterStateKey
 )
 
 // Common is a compiled CommonTlsContext.

@@ -2,7 +2,7 @@
 // the trust bundles it validates peers with. TLS contexts look secrets up
 // by name at every handshake, so a rotated secret is presented from the
 // next handshake on while live connections keep their session
-// (mesh/CONTRACT-MTLS.md, "SDS").
+// (ARCHITECTURE.md, "The mTLS HTTP/2 path", SDS).
 //
 // The implemented subset is the contract's: tls_certificate with inline
 // PEM chain and key, and a validation_context whose only field is Envoy's
@@ -24,10 +24,12 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // SPIFFEValidator is the validator extension a validation context names.
-const SPIFFEValidator = "envoy.tls.cert_validator.spiffe"
+const SPIFFEValidator = xdsnames.SPIFFEValidator
 
 // ErrMissing says no secret of the name is held: a handshake that needs it
 // fails, as Envoy fails a handshake whose on-demand secret was removed.

@@ -13,6 +13,7 @@ import (
 	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy/secret"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 func TestSecretsCompileAndVerify(t *testing.T) {
@@ -44,7 +45,7 @@ func TestSecretsCompileAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.VerifyPeer(agentmtls.TrustBundleSecret, cert.Certificate)
+	got, err := st.VerifyPeer(xdsnames.TrustBundleSecret, cert.Certificate)
 	if err != nil || got != svid.ID {
 		t.Errorf("VerifyPeer = %v, %v; want %s", got, err, svid.ID)
 	}

@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/aether-mesh/aether/mesh/identity"
+	"github.com/aether-mesh/aether/mesh/registry"
+)
+
+// oneState is a registry source that sends one State and then waits.
+type oneState struct{ st *registry.State }
+
+func (s oneState) Watch(ctx context.Context) <-chan registry.Update {
+	ch := make(chan registry.Update, 1)
+	ch <- registry.Update{State: s.st}
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch
+}
+
+// A rotated SVID is pushed without a registry change: the identity
+// source's notification rebuilds the last State, and the served secret is
+// the new one.
+func TestRotationPushesTheNewSecret(t *testing.T) {
+	st, err := registry.ParseScenario("mtls", readFixture(t, "mtls.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := testHTTPPath(t, st, "node-a")
+	a := quietHTTPAgent(t, "node-a", "", h)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.Run(ctx, oneState{st})
+	id := "spiffe://aether.test/ns/demo/sa/sa-a"
+	first := waitSecret(t, a, id, nil)
+
+	ca, err := identity.NewCA(identity.CAConfig{TrustDomain: "aether.test", MeshDomain: "mesh.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svid, err := ca.Issue(identity.Request{Account: identity.Account{Namespace: "demo", ServiceAccount: "sa-a"}, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Identities.(*identity.Store).PutSVID(svid)
+	waitSecret(t, a, id, first)
+}
+
+// waitSecret waits until the cache serves secret name, other than not.
+func waitSecret(t *testing.T, a *Agent, name string, not *tlsv3.Secret) *tlsv3.Secret {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s, ok := served(a)[resource.SecretType][name].(*tlsv3.Secret); ok && s != not {
+			if not == nil || string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) != string(not.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("secret %s was not (re)published", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -50,15 +50,15 @@ func TestRotationPushesTheNewSecret(t *testing.T) {
 	waitSecret(t, a, id, first)
 }
 
-// waitSecret waits until the cache serves secret name, other than not.
+// waitSecret waits until the cache serves secret name with a certificate
+// chain other than not's.
 func waitSecret(t *testing.T, a *Agent, name string, not *tlsv3.Secret) *tlsv3.Secret {
 	t.Helper()
+	chain := func(s *tlsv3.Secret) string { return string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) }
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if s, ok := served(a)[resource.SecretType][name].(*tlsv3.Secret); ok && s != not {
-			if not == nil || string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) != string(not.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) {
-				return s
-			}
+		if s, ok := served(a)[resource.SecretType][name].(*tlsv3.Secret); ok && chain(s) != chain(not) {
+			return s
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("secret %s was not (re)published", name)

@@ -45,6 +45,18 @@ func TestEachSourceArrivesAsItself(t *testing.T) {
 	if peers[id("sa-a")] != n || peers[id("sa-b")] != n || len(peers) != 2 {
 		t.Errorf("the app saw peers %v, want %d requests each from %s and %s", peers, n, id("sa-a"), id("sa-b"))
 	}
+	for _, sa := range []string{"sa-a", "sa-b"} {
+		if c := m.upstreamConns(sa); c < 1 {
+			t.Errorf("the pool opened %v connections presenting %s, want at least one", c, id(sa))
+		}
+	}
+}
+
+// upstreamConns is how many upstream connections the pool opened
+// presenting sa's SVID.
+func (m *mesh) upstreamConns(sa string) float64 {
+	v, _ := m.metrics.Value("aether_proxy_http_upstream_connections_total", map[string]string{"cluster": "h2:dst." + ns, "identity": id(sa)})
+	return v
 }
 
 // Control (#831): the h2 cluster presents one static certificate, so
@@ -78,6 +90,9 @@ func TestUnhashableIdentitySharesThePool(t *testing.T) {
 	}
 	if peers := m.app.peers(); peers[id("sa-a")] != n+1 || len(peers) != 1 {
 		t.Errorf("the app saw peers %v, want all %d as %s: B rides A's pooled connection", peers, n+1, id("sa-a"))
+	}
+	if a, b := m.upstreamConns("sa-a"), m.upstreamConns("sa-b"); a != 1 || b != 0 {
+		t.Errorf("the pool opened %v connections as %s and %v as %s, want one, A's, for both sources", a, id("sa-a"), b, id("sa-b"))
 	}
 }
 

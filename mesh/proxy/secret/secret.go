@@ -179,17 +179,6 @@ func (s *Store) Certificate(name string) (*tls.Certificate, error) {
 	return sec.Cert, nil
 }
 
-// Names lists the held secrets.
-func (s *Store) Names() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.m))
-	for n := range s.m {
-		out = append(out, n)
-	}
-	return out
-}
-
 // VerifyPeer validates a peer's chain the way Envoy's SPIFFE validator
 // does, against the validation context secret name: the leaf carries
 // exactly one URI SAN, a SPIFFE ID of a configured trust domain; it is not

@@ -28,6 +28,12 @@ type HTTPPath struct {
 	// StaticCert makes every h2 cluster present the first local account's
 	// SVID for every source: the #831 control, never a mesh setting.
 	StaticCert bool
+	// UnhashedIdentity stamps the source identity with Envoy's default
+	// envoy.string factory, which is not Hashable: the certificate is still
+	// chosen per connection, but the identity stays out of the pool key and
+	// a source rides another's connection (#831). A control, never a mesh
+	// setting.
+	UnhashedIdentity bool
 	// Identities serves the SVIDs of the node's accounts and the bundle.
 	Identities identity.Source
 }
@@ -214,7 +220,11 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 	if len(routes) == 0 {
 		return in != nil, nil
 	}
-	ol, err := mtls.OutboundListenerFor(m, pod, routes, mtls.HashableString)
+	factory := mtls.HashableString
+	if h.UnhashedIdentity {
+		factory = mtls.PlainString
+	}
+	ol, err := mtls.OutboundListenerFor(m, pod, routes, factory)
 	if err != nil {
 		return false, err
 	}

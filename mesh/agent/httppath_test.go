@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
@@ -54,7 +56,9 @@ func TestRotationPushesTheNewSecret(t *testing.T) {
 // chain other than not's.
 func waitSecret(t *testing.T, a *Agent, name string, not *tlsv3.Secret) *tlsv3.Secret {
 	t.Helper()
-	chain := func(s *tlsv3.Secret) string { return string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) }
+	chain := func(s *tlsv3.Secret) string {
+		return string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes())
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if s, ok := served(a)[resource.SecretType][name].(*tlsv3.Secret); ok && chain(s) != chain(not) {
@@ -64,5 +68,34 @@ func waitSecret(t *testing.T, a *Agent, name string, not *tlsv3.Secret) *tlsv3.S
 			t.Fatalf("secret %s was not (re)published", name)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The identity's factory decides whether it reaches the pool key: the
+// mesh stamps envoy.hashable_string, the unhashed-identity control
+// envoy.string.
+func TestOutboundIdentityFactory(t *testing.T) {
+	st, err := registry.ParseScenario("mtls", readFixture(t, "mtls.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		unhashed bool
+		want     string
+	}{{false, "envoy.hashable_string"}, {true, "envoy.string"}} {
+		b := NewBuilder("node-a", constants.CaptureTProxy)
+		b.HTTP = testHTTPPath(t, st, "node-a")
+		b.HTTP.UnhashedIdentity = c.unhashed
+		out, err := b.Build(st, "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dump, err := DumpResources("node-a", constants.CaptureTProxy, "", out.Resources)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(string(dump), `"factory_key": "`+c.want+`"`); got != 2 {
+			t.Errorf("unhashed %v: %d outbound listeners stamp with %s, want both", c.unhashed, got, c.want)
+		}
 	}
 }

@@ -29,6 +29,7 @@ const (
 func cases(r *rig) []redgreen.Case {
 	return []redgreen.Case{
 		staticControl(r, staticCert),
+		unhashedControl(r, unhashed),
 		{
 			Name: "per-source-identity", Role: redgreen.Subject,
 			Description: "the h2 cluster presents each source's SVID, chosen per connection from the pod identity its outbound listener stamps as hashable filter state",
@@ -67,6 +68,71 @@ func staticControl(r *rig, mode upstreamCert) redgreen.Case {
 		},
 		Check: checkBArrivesAsA,
 	}
+}
+
+// unhashedControl is #831 in the pool: the certificate is chosen per
+// connection, but the outbound listeners stamp the identity with
+// envoy.string, which is not Hashable, so it stays out of the pool key.
+// src-a-0's one request opens the h2 connection to dst-0; src-b-0's then
+// ride it.
+func unhashedControl(r *rig, mode upstreamCert) redgreen.Case {
+	return redgreen.Case{
+		Name: "unhashed-identity", Role: redgreen.Control,
+		Description: "the identity is stamped with envoy.string (not Hashable): it picks the certificate of a new connection but stays out of the upstream pool key",
+		Expect:      fmt.Sprintf("after one request of src-a-0, src-b-0's %d requests ride its connection and arrive at dst-0 as %s", perSourceN, spiffeID("sa-a")),
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			return pooled(ctx, r, mode, "control-"+string(mode))
+		},
+		Check: checkPooledAsA,
+	}
+}
+
+// pooled sends one request from src-a-0, then perSourceN from src-b-0, and
+// reads who src-b-0's arrived as, and how many upstream connections
+// node-a's proxy has opened per presented identity since it started.
+func pooled(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessApp + " and node-a's upstream connection counter", Facts: map[string]any{}}
+	c, err := r.cluster(ctx, mode)
+	if err != nil {
+		return obs, err
+	}
+	if _, err := sendFrom(ctx, c, tag, 1, "src-a-0"); err != nil {
+		return obs, err
+	}
+	if _, err := sendFrom(ctx, c, tag, perSourceN, "src-b-0"); err != nil {
+		return obs, err
+	}
+	got, err := arrivals(c, tag)
+	if err != nil {
+		return obs, err
+	}
+	opened := map[string]float64{}
+	for _, sa := range []string{"sa-a", "sa-b"} {
+		v, err := proxyMetric(ctx, c, "node-a", mUpstreamConns, map[string]string{"identity": spiffeID(sa)})
+		if err != nil {
+			return obs, err
+		}
+		opened[sa] = v
+	}
+	obs.Facts["arrived_as"], obs.Facts["connections_opened"] = got, opened
+	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s; upstream connections opened: %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]), toJSON(opened))
+	return obs, c.Check()
+}
+
+func checkPooledAsA(o redgreen.Observation) error {
+	got, ok := o.Facts["arrived_as"].(map[string]map[string]int)
+	if !ok {
+		return errors.New("no arrivals observed")
+	}
+	if n := got["src-b-0"][spiffeID("sa-a")]; n != perSourceN || len(got["src-b-0"]) != 1 {
+		return fmt.Errorf("src-b-0's requests arrived as %s, want all %d as %s: the pool kept the sources apart", toJSON(got["src-b-0"]), perSourceN, spiffeID("sa-a"))
+	}
+	if opened, _ := o.Facts["connections_opened"].(map[string]float64); opened["sa-b"] != 0 {
+		return fmt.Errorf("node-a's proxy opened %v connections presenting sa-b; riding A's connection opens none", opened["sa-b"])
+	} else if opened["sa-a"] < 1 {
+		return fmt.Errorf("node-a's proxy opened no connection presenting sa-a (%v): nothing was pooled", opened)
+	}
+	return nil
 }
 
 // identities sends perSourceN requests from each source at once and reads

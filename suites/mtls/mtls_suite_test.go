@@ -53,6 +53,7 @@ type upstreamCert string
 const (
 	perSource  upstreamCert = "per-source"
 	staticCert upstreamCert = "static"
+	unhashed   upstreamCert = "unhashed-identity"
 )
 
 // rig holds the binaries, the shared CA every agent and the suite's own

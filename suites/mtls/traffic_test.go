@@ -198,7 +198,10 @@ func proxyMetric(ctx context.Context, c *node.Cluster, nodeName, family string, 
 	return v, nil
 }
 
-const mRefused = "aether_proxy_http_tls_refused_total"
+const (
+	mRefused       = "aether_proxy_http_tls_refused_total"
+	mUpstreamConns = "aether_proxy_http_upstream_connections_total"
+)
 
 // waitHTTPListeners waits until both proxies serve the mTLS listeners and
 // one request from each source gets through (their secrets have arrived).
@@ -222,8 +225,13 @@ func waitHTTPListeners(ctx context.Context, c *node.Cluster) error {
 			}
 		}
 		if last == nil {
-			ok, err := sendFrom(ctx, c, "warmup", 1, "src-a-0", "src-b-0")
-			if err == nil && ok["src-a-0"] == 1 && ok["src-b-0"] == 1 {
+			// src-a-0 first: where the pool ignores the identity, the
+			// connection is then A's (the unhashed-identity control).
+			ok, err := sendFrom(ctx, c, "warmup", 1, "src-a-0")
+			if err == nil && ok["src-a-0"] == 1 {
+				ok, err = sendFrom(ctx, c, "warmup", 1, "src-b-0")
+			}
+			if err == nil && ok["src-b-0"] == 1 {
 				return nil
 			}
 			last = fmt.Errorf("warm-up requests: %v answered 200 (%v)", ok, err)

@@ -26,7 +26,7 @@ func (f *mtlsFlags) register() {
 	f.caDir = flag.String("ca-dir", "", "directory of the embedded CA, made on first use and shared by every node's agent")
 	f.svidTTL = flag.Duration("svid-ttl", time.Hour, "SVID lifetime; each is re-issued at half of it")
 	f.accessLogDir = flag.String("access-log-dir", "/var/log/aether", "directory of the proxy's JSON access log, access-<node>.log")
-	f.upstreamCert = flag.String("upstream-cert", "per-source", "how h2 clusters choose their certificate: per-source (the mesh) or static (one account's SVID for every source: the #831 control)")
+	f.upstreamCert = flag.String("upstream-cert", "per-source", "how h2 clusters choose their certificate: per-source (the mesh); static (one account's SVID for every source) or unhashed-identity (per connection, but the identity out of the pool key): the two #831 controls")
 }
 
 // apply fills opts' mTLS path and returns the rotator to run, or nil when
@@ -38,13 +38,15 @@ func (f *mtlsFlags) apply(opts *agent.Options) (*identity.Rotator, error) {
 	if *f.trustDomain == "" || *f.caDir == "" {
 		return nil, errors.New("--trust-domain and --ca-dir go together")
 	}
-	var static bool
+	var static, unhashed bool
 	switch *f.upstreamCert {
 	case "per-source":
 	case "static":
 		static = true
+	case "unhashed-identity":
+		unhashed = true
 	default:
-		return nil, fmt.Errorf("--upstream-cert: %q, want per-source or static", *f.upstreamCert)
+		return nil, fmt.Errorf("--upstream-cert: %q, want per-source, static or unhashed-identity", *f.upstreamCert)
 	}
 	ca, err := identity.LoadOrCreateCA(*f.caDir, identity.CAConfig{TrustDomain: *f.trustDomain, MeshDomain: *f.meshDomain})
 	if err != nil {
@@ -60,7 +62,7 @@ func (f *mtlsFlags) apply(opts *agent.Options) (*identity.Rotator, error) {
 		return nil, fmt.Errorf("--trust-domain: %w", err)
 	}
 	opts.HTTP = &agent.HTTPPath{
-		TrustDomain: td, MeshDomain: *f.meshDomain, StaticCert: static, Identities: store,
+		TrustDomain: td, MeshDomain: *f.meshDomain, StaticCert: static, UnhashedIdentity: unhashed, Identities: store,
 		AccessLog: filepath.Join(*f.accessLogDir, "access-"+opts.Node+".log"),
 	}
 	opts.Issuer = rot

@@ -253,7 +253,9 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 			return obs, err
 		}
 		code, _, reqErr := get(ctx, client, url(cl.tag), dstAuthority)
-		after, err := proxyMetric(ctx, c, "node-b", mRefused, labels)
+		// The client sees the server's alert before the server's
+		// handshake returns and counts it: wait for the count, bounded.
+		after, err := settledMetric(ctx, c, "node-b", mRefused, labels, before+1)
 		if err != nil {
 			return obs, err
 		}

@@ -198,6 +198,19 @@ func proxyMetric(ctx context.Context, c *node.Cluster, nodeName, family string, 
 	return v, nil
 }
 
+// settledMetric reads a counter until it reaches want or 5 s pass, and
+// returns what it read last.
+func settledMetric(ctx context.Context, c *node.Cluster, nodeName, family string, labels map[string]string, want float64) (float64, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := proxyMetric(ctx, c, nodeName, family, labels)
+		if err != nil || v >= want || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 const (
 	mRefused       = "aether_proxy_http_tls_refused_total"
 	mUpstreamConns = "aether_proxy_http_upstream_connections_total"

@@ -36,6 +36,11 @@ import (
 // nothing after.
 const handshakeTimeout = 10 * time.Second
 
+// IdleTimeout closes a connection, downstream or upstream, with no stream
+// for this long: Envoy's default common_http_protocol_options.idle_timeout,
+// which keeps an idle peer from holding a connection for ever.
+const IdleTimeout = time.Hour
+
 // Clusters resolves a cluster name to its active (warm) cluster.
 type Clusters interface {
 	Active(name string) *cluster.Cluster
@@ -79,7 +84,7 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{}, conns: map[net.Conn]struct{}{}}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout}, conns: map[net.Conn]struct{}{}}
 	l.cfg.Store(spec.HTTP)
 	o.Metrics.HTTPListener(spec.Name)
 	l.wg.Add(1)
@@ -210,7 +215,7 @@ func (l *Listener) handshake(c net.Conn, cfg *listener.HTTP) (*tls.Conn, *listen
 
 func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	conn := &downstream{chain: chain}
-	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols)}
+	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	one := &oneConn{c: c, done: make(chan struct{})}

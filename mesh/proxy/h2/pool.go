@@ -107,6 +107,7 @@ func (p *Pool) transport(s *cluster.Spec, fs []hcm.FilterState) *http.Transport 
 func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	t := &http.Transport{
 		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     IdleTimeout,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return p.dialTCP(ctx, s)
 		},

@@ -6,7 +6,7 @@
 // Peers are validated as Envoy's SPIFFE validator does (secret.VerifyPeer),
 // then against match_typed_subject_alt_names. Session tickets are off on
 // both sides: Go's TLS server skips VerifyPeerCertificate on a resumed
-// session (DESIGN of the QUIC path, R4), and a revoked SVID must not come
+// session (R4 of the QUIC path), and a revoked SVID must not come
 // back through a ticket.
 package mtls
 

@@ -1,7 +1,7 @@
 // Package cluster is what the suites need from a cluster, whichever kind it
 // is: the scenario's pods and services, a client socket inside a pod, each
-// backend's own record (the witness), live registry changes, and the
-// proxies' counters. The suite bodies are written against Cluster only, so
+// backend's own record (the witness), live registry changes, the proxies'
+// counters and CPU time, and the mTLS path's configuration (Config.MTLS). The suite bodies are written against Cluster only, so
 // the same red-then-green cases run on the embedded netns cluster (this
 // package's Netns provider, the default) and on kind (suites/cluster/kind).
 package cluster

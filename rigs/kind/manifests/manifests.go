@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,8 +187,10 @@ type Workload struct {
 
 type workloads struct {
 	TestAppImage string
-	// Echo is the HTTP echo's own mTLS port, when the install has one.
+	// Echo is the HTTP echo's own mTLS port, when the install has one; its
+	// Secret goes in every namespace holding a pod (default included).
 	Echo            *EchoTLS
+	PodNamespaces   []string
 	Namespaces      []string
 	Pods            []Workload
 	ServiceAccounts []registry.ScenarioServiceAccount
@@ -224,6 +227,9 @@ func Workloads(v Values, sc registry.Scenario, nodes map[string]string) ([]byte,
 			return nil, fmt.Errorf("scenario: pod %s/%s: field node: %q maps to no cluster node", p.Namespace, p.Name, p.Node)
 		}
 		p.Node = node
+		if !slices.Contains(w.PodNamespaces, p.Namespace) {
+			w.PodNamespaces = append(w.PodNamespaces, p.Namespace)
+		}
 		args := []string{"--name", p.Name, "--record", "/dev/stdout", "--udp", udp, "--tcp", tcp}
 		if http != "" {
 			args = append(args, "--http", http)
@@ -251,6 +257,7 @@ func Workloads(v Values, sc registry.Scenario, nodes map[string]string) ([]byte,
 		w.Services = append(w.Services, s)
 	}
 	sort.Strings(w.Namespaces)
+	sort.Strings(w.PodNamespaces)
 	var out bytes.Buffer
 	if err := execute(&out, files, "workloads/*.yaml.tmpl", w); err != nil {
 		return nil, err

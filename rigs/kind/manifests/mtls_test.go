@@ -147,6 +147,35 @@ func TestMTLSWorkloadsServeTheHTTPEchoAndItsTLSPort(t *testing.T) {
 		t.Errorf("%d echo Secrets and %d pods, want 1 and 3", secrets, pods)
 	}
 
+	// Pods of the default namespace (which is not rendered) mount the
+	// Secret too: it is rendered there.
+	sc := mtlsScenario(t)
+	for i := range sc.Pods {
+		sc.Pods[i].Namespace = ""
+	}
+	for i := range sc.Services {
+		sc.Services[i].Namespace = ""
+	}
+	for i := range sc.ServiceAccounts {
+		sc.ServiceAccounts[i].Namespace = ""
+	}
+	b, err = Workloads(v, sc, map[string]string{"node-a": "w1", "node-b": "w2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err = Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	secrets = 0
+	for _, o := range objs {
+		if x, ok := o.(*corev1.Secret); ok && x.Name == "aether-echo-tls" && x.Namespace == "default" {
+			secrets++
+		}
+	}
+	if secrets != 1 {
+		t.Errorf("pods in the default namespace: %d echo Secrets there, want 1", secrets)
+	}
+
 	// Without the echo's TLS port the pods serve the HTTP echo alone and
 	// no Secret is rendered.
 	v.MTLS.Echo = nil

@@ -1,6 +1,7 @@
 // Package mtls is the mTLS HTTP/2 path's e2e, by default on the embedded
-// netns cluster (rigs/node, two nodes): two source pods with different service accounts
-// on node-a call one destination on node-b by authority on 18081; the
+// netns cluster (rigs/node, two nodes): two source pods with different
+// service accounts on node-a call one destination on node-b by authority
+// on 18081; the
 // outbound proxy routes to the service's h2 cluster, whose upstream TLS
 // presents each source's own SVID (Envoy's certificate mapper on hashable
 // filter state), and the inbound proxy on 18008 validates it and sets XFCC.

@@ -78,13 +78,12 @@ func (c *kindCluster) ProxyCPU(ctx context.Context, scNode string) (time.Duratio
 // oneProxyCPU parses the stat lines of the node's aether-proxy processes:
 // there must be exactly one, or whose CPU time it is would be a guess.
 func oneProxyCPU(stats []byte, kindNode string) (time.Duration, error) {
-	lines := bytes.Split(bytes.TrimSpace(stats), []byte("\n"))
-	if len(lines) != 1 || len(lines[0]) == 0 {
-		n := len(lines)
-		if len(bytes.TrimSpace(stats)) == 0 {
-			n = 0
-		}
-		return 0, fmt.Errorf("%d aether-proxy processes on %s, want 1", n, kindNode)
+	var lines [][]byte
+	if s := bytes.TrimSpace(stats); len(s) > 0 {
+		lines = bytes.Split(s, []byte("\n"))
+	}
+	if len(lines) != 1 {
+		return 0, fmt.Errorf("%d aether-proxy processes on %s, want 1", len(lines), kindNode)
 	}
 	d, err := cluster.ParseProcStat(lines[0])
 	if err != nil {

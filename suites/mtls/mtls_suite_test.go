@@ -1,10 +1,10 @@
 // Package mtls is the mTLS HTTP/2 path's e2e, by default on the embedded
 // netns cluster (rigs/node, two nodes): two source pods with different
 // service accounts on node-a call one destination on node-b by authority
-// on 18081; the
-// outbound proxy routes to the service's h2 cluster, whose upstream TLS
-// presents each source's own SVID (Envoy's certificate mapper on hashable
-// filter state), and the inbound proxy on 18008 validates it and sets XFCC.
+// on 18081; the outbound proxy routes to the service's h2 cluster, whose
+// upstream TLS presents each source's own SVID (Envoy's certificate mapper
+// on hashable filter state), and the inbound proxy on 18008 validates it
+// and sets XFCC.
 // The control is the same cluster whose h2 cluster presents one static
 // certificate (#831): source B's requests arrive as A. The witness is the
 // destination app's own record of the XFCC each request carried, and the

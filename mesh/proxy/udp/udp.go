@@ -4,9 +4,9 @@
 // mark-and-divert); a session per downstream 5-tuple holds a connected
 // upstream socket in the proxy's own (node) netns, with no SO_MARK unless
 // Options.Mark sets one (README, "The pinned numbers": in the node netns
-// kube-proxy's KUBE-FIREWALL drops 0xae7e); replies go back from the listener socket with
-// ipi_spec_dst = the original destination, so a connected client accepts
-// them (ARCHITECTURE.md, "The data path").
+// kube-proxy's KUBE-FIREWALL drops 0xae7e); replies go back from the
+// listener socket with ipi_spec_dst = the original destination, so a
+// connected client accepts them (ARCHITECTURE.md, "The data path").
 //
 // Sessions follow Envoy's udp_proxy: the host is picked once per session,
 // the idle timer is reset by traffic in either direction, a session whose

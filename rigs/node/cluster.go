@@ -129,10 +129,8 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 			return nil, fmt.Errorf("failed to create a run dir: %w", err)
 		}
 	}
-	for _, d := range []string{"logs", "records", "cni-cache", "nodes"} {
-		if err := os.MkdirAll(filepath.Join(cfg.RunDir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("failed to create %s in run dir %q: %w", d, cfg.RunDir, err)
-		}
+	if err := prepareRunDir(cfg.RunDir); err != nil {
+		return nil, err
 	}
 	c = &Cluster{Mode: cfg.Mode, RunDir: cfg.RunDir, cfg: cfg, id: int(clusterSeq.Add(1)), scenario: *sc,
 		RegistryFile: filepath.Join(cfg.RunDir, "registry.yaml")}

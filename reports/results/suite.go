@@ -2,12 +2,15 @@ package results
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	kjson "sigs.k8s.io/json"
 )
 
 // Role says whether a case is a control (expected to show a failure
@@ -190,18 +193,31 @@ func (r Result) Write(dir string) error {
 }
 
 // Load reads a result written by Write. It checks the shape, not the
-// verdict: Check does that.
+// verdict: Check does that. A key Write never writes (a misspelt
+// "verdcit", a "Verdict" in the wrong case) is refused naming its path: a
+// reader would otherwise judge the file without it.
 func Load(path string) (Result, error) {
 	var r Result
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return r, fmt.Errorf("failed to read suite result: %w", err)
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
+	if err := DecodeStrict(b, &r); err != nil {
 		return r, fmt.Errorf("suite result %s: %w", path, err)
 	}
 	if r.Suite == "" {
 		return r, fmt.Errorf("suite result %s: field \"suite\" is empty", path)
 	}
 	return r, nil
+}
+
+// DecodeStrict decodes JSON into v, refusing a key v does not have,
+// matched in exact case; every such key is named by its path
+// (cases[1].verdcit).
+func DecodeStrict(b []byte, v any) error {
+	strict, err := kjson.UnmarshalStrict(b, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }

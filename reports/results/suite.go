@@ -77,22 +77,29 @@ type Result struct {
 	Reason  string  `json:"reason,omitempty"`
 	// CouldNotStart is why the suite measured nothing (its setup failed or
 	// it was skipped); a suite with a cause here never passes.
-	CouldNotStart string       `json:"could_not_start,omitempty"`
-	Cases         []CaseResult `json:"cases"`
-	Started       time.Time    `json:"started"`
-	Finished      time.Time    `json:"finished"`
-	Hostname      string       `json:"hostname"`
-	Build         Build        `json:"build"`
+	CouldNotStart string `json:"could_not_start,omitempty"`
+	// Interrupted is why the run was cut short while its cases ran (its
+	// context ended: an interrupt, a timeout); such rows are not judged.
+	Interrupted string       `json:"interrupted,omitempty"`
+	Cases       []CaseResult `json:"cases"`
+	Started     time.Time    `json:"started"`
+	Finished    time.Time    `json:"finished"`
+	Hostname    string       `json:"hostname"`
+	Build       Build        `json:"build"`
 }
 
 // Decide derives a suite's verdict from its rows by the red-then-green
-// rules: a suite that could not start fails; any control not showing its
+// rules: a suite that could not start fails; an interrupted one is not
+// judged (its rows failed because the run was cut short); any control not showing its
 // signature makes a broken rig, as does a suite with no control; otherwise
 // any subject not showing the property, or no subject at all, fails. A row
 // counts as matched only when it says so and carries a witness and facts.
 func Decide(r Result) (Verdict, string) {
 	if r.CouldNotStart != "" {
 		return Fail, "could not start: " + r.CouldNotStart
+	}
+	if r.Interrupted != "" {
+		return Interrupted, "interrupted, not judged: " + r.Interrupted
 	}
 	var broken, failed []string
 	nControl, nSubject := 0, 0

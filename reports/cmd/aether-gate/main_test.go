@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,4 +330,31 @@ func TestUnknownKeyIsRefused(t *testing.T) {
 		"suite result "+sp+`: unknown field "cases[0].verdcit"`,
 		"soak grade "+gp+`: unknown field "Soak"`,
 		"FAIL: 1 of 2 suite(s) and 1 of 1 soak(s) did not pass")
+}
+
+// A suite whose run was cut short (Ctrl-C during make gate) fails as
+// interrupted, not judged, rather than as a subject that failed.
+func TestInterruptedSuiteIsNotJudged(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(results.EnvRevision, rev)
+	t.Setenv(results.EnvDirty, "false")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := redgreen.Run(ctx, redgreen.Suite{Name: "udproute", Subject: "s", Cases: []redgreen.Case{
+		{Name: "selection-redirect", Role: redgreen.Control, Expect: "collapse",
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				cancel(errors.New("Interrupted by User"))
+				return redgreen.Observation{}, fmt.Errorf("send: %w", context.Cause(ctx))
+			},
+			Check: func(redgreen.Observation) error { return nil }},
+	}})
+	write(t, dir, r)
+	p := filepath.Join(dir, "suites", "udproute.json")
+	code, out := runGate(t, config{dir: dir, build: rev, required: []string{"udproute"}})
+	if code == 0 {
+		t.Errorf("an interrupted suite passed:\n%s", out)
+	}
+	wantAll(t, "interrupted", out,
+		"udproute: INTERRUPTED (interrupted, not judged: Interrupted by User)",
+		p+": suite udproute was interrupted, not judged",
+		"FAIL: 1 of 1 suite(s)")
 }

@@ -155,7 +155,7 @@ func (g *gate) suites(files []string) int {
 		}
 		v, _ := results.Decide(r)
 		if v == results.Interrupted {
-			g.failf("%s: suite %s was interrupted, not judged: its rows failed because the run was cut short; run it to the end", f, r.Suite)
+			g.failf("%s: suite %s was interrupted, not judged: the run was cut short before its cases were done; run it to the end", f, r.Suite)
 		}
 		if v != results.Pass || len(problems) > 0 {
 			g.failedSuites++

@@ -90,10 +90,11 @@ type Result struct {
 
 // Decide derives a suite's verdict from its rows by the red-then-green
 // rules: a suite that could not start fails; an interrupted one is not
-// judged (its rows failed because the run was cut short); any control not showing its
-// signature makes a broken rig, as does a suite with no control; otherwise
-// any subject not showing the property, or no subject at all, fails. A row
-// counts as matched only when it says so and carries a witness and facts.
+// judged (its rows are partial, and a cut-short case's failure is not the
+// subject's); any control not showing its signature makes a broken rig, as
+// does a suite with no control; otherwise any subject not showing the
+// property, or no subject at all, fails. A row counts as matched only when
+// it says so and carries a witness and facts.
 func Decide(r Result) (Verdict, string) {
 	if r.CouldNotStart != "" {
 		return Fail, "could not start: " + r.CouldNotStart

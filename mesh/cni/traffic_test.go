@@ -284,7 +284,12 @@ func (r *trafficRig) passthrough() (redgreen.Observation, error) {
 	_ = nodeLn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	n, m, err := nodeLn.ReadDatagram(buf)
 	facts["node_got_marked"] = err == nil && string(buf[:n]) == "marked"
-	facts["node_saw_src"] = m.Src.String()
+	node := "nothing arrived at the node"
+	if err == nil {
+		// Only a datagram that arrived has a source to show.
+		facts["node_saw_src"] = m.Src.String()
+		node = fmt.Sprintf("node got %q from %v", buf[:n], m.Src)
+	}
 
 	plain, err := transparent.DialUDP(r.p.pod.Path, netip.AddrPort{}, vip, transparent.Options{})
 	if err != nil {
@@ -312,8 +317,8 @@ func (r *trafficRig) passthrough() (redgreen.Observation, error) {
 		}
 	}
 	return redgreen.Observation{
-		Summary: fmt.Sprintf("node got marked=%v (from %v), pod got marked=%v, pod got unmarked=%v",
-			facts["node_got_marked"], facts["node_saw_src"], facts["pod_got_marked"], facts["pod_got_unmarked"]),
+		Summary: fmt.Sprintf("%s, pod got marked=%v, pod got unmarked=%v",
+			node, facts["pod_got_marked"], facts["pod_got_unmarked"]),
 		Witness: "the node's listener on the ClusterIP and the pod's capture listener",
 		Facts:   facts,
 	}, nil

@@ -41,6 +41,8 @@ func TestScenarioErrorsNameFileObjectField(t *testing.T) {
 			[]string{`service "ns/s"`, "field ports[0].targetPort", "70000"}},
 		{"duplicate pod ip", strings.Replace(base, "ip: 10.244.0.2", "ip: 10.244.0.1", 1),
 			[]string{`pod "ns/q"`, "field ip", "ns/p"}},
+		{"clusterIP that is a pod's ip", strings.Replace(base, "clusterIP: 10.96.0.1", "clusterIP: 10.244.0.2", 1),
+			[]string{`bad.yaml: service "ns/s": field clusterIP: 10.244.0.2 is the IP of pod ns/q`}},
 		{"route weight", base + `
 udpRoutes:
   - metadata: {name: r, namespace: ns}

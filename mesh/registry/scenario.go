@@ -166,9 +166,20 @@ func LoadScenarioFile(path string) (*State, error) {
 }
 
 // ParseScenario parses and checks a scenario; name labels every error.
-// Unknown fields are found first and each is named by its object and path;
-// the typed decode then catches values of the wrong type.
 func ParseScenario(name string, data []byte) (*State, error) {
+	sc, err := DecodeScenario(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return sc.State(name)
+}
+
+// DecodeScenario parses a scenario without checking it, for a reader that
+// edits it before State. Unknown fields are found first and each is named
+// by its object and path (the typed decode alone matches field names
+// without regard to case, so clusterIp would pass as clusterIP); the typed
+// decode then catches values of the wrong type.
+func DecodeScenario(name string, data []byte) (*Scenario, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse scenario file %q: %w", name, err)
@@ -184,7 +195,7 @@ func ParseScenario(name string, data []byte) (*State, error) {
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
 		return nil, fmt.Errorf("failed to parse scenario file %q: %w", name, err)
 	}
-	return sc.State(name)
+	return &sc, nil
 }
 
 func orDefault(s, d string) string {
@@ -322,6 +333,10 @@ func (sc *Scenario) State(file string) (*State, error) {
 			bad("service", obj, "clusterIP", err)
 		} else if other, dup := clusterIPs[ip]; dup {
 			bad("service", obj, "clusterIP", fmt.Errorf("%s already belongs to service %s", ip, other))
+		} else if pod, dup := podIPs[ip]; dup {
+			// A datagram to it would be captured as the service's and the
+			// pod behind that address could never be reached directly.
+			bad("service", obj, "clusterIP", fmt.Errorf("%s is the IP of pod %s", ip, pod))
 		} else {
 			clusterIPs[ip] = obj
 			svc.ClusterIP = ip

@@ -84,8 +84,9 @@ func LoadGrade(path string) (*grade.Grade, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read soak grade: %w", err)
 	}
+	// Strict: a misspelt key would otherwise be judged as absent.
 	var g grade.Grade
-	if err := json.Unmarshal(b, &g); err != nil {
+	if err := results.DecodeStrict(b, &g); err != nil {
 		return nil, fmt.Errorf("soak grade %s: %w", path, err)
 	}
 	if g.Soak == "" {

@@ -2,12 +2,15 @@ package results
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	kjson "sigs.k8s.io/json"
 )
 
 // Role says whether a case is a control (expected to show a failure
@@ -74,22 +77,30 @@ type Result struct {
 	Reason  string  `json:"reason,omitempty"`
 	// CouldNotStart is why the suite measured nothing (its setup failed or
 	// it was skipped); a suite with a cause here never passes.
-	CouldNotStart string       `json:"could_not_start,omitempty"`
-	Cases         []CaseResult `json:"cases"`
-	Started       time.Time    `json:"started"`
-	Finished      time.Time    `json:"finished"`
-	Hostname      string       `json:"hostname"`
-	Build         Build        `json:"build"`
+	CouldNotStart string `json:"could_not_start,omitempty"`
+	// Interrupted is why the run was cut short while its cases ran (its
+	// context ended: an interrupt, a timeout); such rows are not judged.
+	Interrupted string       `json:"interrupted,omitempty"`
+	Cases       []CaseResult `json:"cases"`
+	Started     time.Time    `json:"started"`
+	Finished    time.Time    `json:"finished"`
+	Hostname    string       `json:"hostname"`
+	Build       Build        `json:"build"`
 }
 
 // Decide derives a suite's verdict from its rows by the red-then-green
-// rules: a suite that could not start fails; any control not showing its
-// signature makes a broken rig, as does a suite with no control; otherwise
-// any subject not showing the property, or no subject at all, fails. A row
-// counts as matched only when it says so and carries a witness and facts.
+// rules: a suite that could not start fails; an interrupted one is not
+// judged (its rows are partial, and a cut-short case's failure is not the
+// subject's); any control not showing its signature makes a broken rig, as
+// does a suite with no control; otherwise any subject not showing the
+// property, or no subject at all, fails. A row counts as matched only when
+// it says so and carries a witness and facts.
 func Decide(r Result) (Verdict, string) {
 	if r.CouldNotStart != "" {
 		return Fail, "could not start: " + r.CouldNotStart
+	}
+	if r.Interrupted != "" {
+		return Interrupted, "interrupted, not judged: " + r.Interrupted
 	}
 	var broken, failed []string
 	nControl, nSubject := 0, 0
@@ -190,18 +201,31 @@ func (r Result) Write(dir string) error {
 }
 
 // Load reads a result written by Write. It checks the shape, not the
-// verdict: Check does that.
+// verdict: Check does that. A key Write never writes (a misspelt
+// "verdcit", a "Verdict" in the wrong case) is refused naming its path: a
+// reader would otherwise judge the file without it.
 func Load(path string) (Result, error) {
 	var r Result
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return r, fmt.Errorf("failed to read suite result: %w", err)
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
+	if err := DecodeStrict(b, &r); err != nil {
 		return r, fmt.Errorf("suite result %s: %w", path, err)
 	}
 	if r.Suite == "" {
 		return r, fmt.Errorf("suite result %s: field \"suite\" is empty", path)
 	}
 	return r, nil
+}
+
+// DecodeStrict decodes JSON into v, refusing a key v does not have,
+// matched in exact case; every such key is named by its path
+// (cases[1].verdcit).
+func DecodeStrict(b []byte, v any) error {
+	strict, err := kjson.UnmarshalStrict(b, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }

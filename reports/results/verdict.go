@@ -21,4 +21,8 @@ const (
 	// Refused: a soak's evidence cannot be graded as asked (windows of two
 	// builds offered as pairs).
 	Refused Verdict = "REFUSED"
+	// Interrupted: a suite's run was cut short (Ctrl-C, a timeout) while
+	// its cases ran, so its rows were not judged; it does not pass, and it
+	// is not a failure of the subject either.
+	Interrupted Verdict = "INTERRUPTED"
 )

@@ -135,10 +135,8 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 			return nil, fmt.Errorf("failed to create a run dir: %w", err)
 		}
 	}
-	for _, d := range []string{"logs", "records", "cni-cache", "nodes"} {
-		if err := os.MkdirAll(filepath.Join(cfg.RunDir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("failed to create %s in run dir %q: %w", d, cfg.RunDir, err)
-		}
+	if err := prepareRunDir(cfg.RunDir); err != nil {
+		return nil, err
 	}
 	c = &Cluster{Mode: cfg.Mode, RunDir: cfg.RunDir, cfg: cfg, id: int(clusterSeq.Add(1)), scenario: *sc,
 		RegistryFile: filepath.Join(cfg.RunDir, "registry.yaml")}
@@ -211,9 +209,12 @@ func loadScenario(path string) (*registry.Scenario, *registry.State, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to read scenario file %q: %w", path, err)
 	}
-	var sc registry.Scenario
-	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		return nil, nil, fmt.Errorf("failed to parse scenario file %q: %w", path, err)
+	// The registry's decoder, not a plain strict one: that matches field
+	// names without regard to case, and rewriting the file would then hide
+	// a typo the agent itself refuses.
+	sc, err := registry.DecodeScenario(path, data)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The rig's pods get their netns paths from the CNI handoff only; a
 	// path the scenario names (for a file-source agent without one) is not
@@ -226,15 +227,10 @@ func loadScenario(path string) (*registry.Scenario, *registry.State, error) {
 		return nil, nil, err
 	}
 	st.DeriveEndpoints()
-	for _, p := range st.Pods {
-		if !p.IP.Is4() {
-			return nil, nil, fmt.Errorf("scenario %q: pod %s: field ip: the rig builds IPv4 pods only, got %s", path, p.Key(), p.IP)
-		}
-		if gw := gatewayFor(p.IP); gw == p.IP {
-			return nil, nil, fmt.Errorf("scenario %q: pod %s: field ip: %s is the node gateway of its /24; use .2 to .254", path, p.Key(), p.IP)
-		}
+	if err := checkPlan(path, st); err != nil {
+		return nil, nil, err
 	}
-	return &sc, st, nil
+	return sc, st, nil
 }
 
 // gatewayFor is the node-side address of a pod's point-to-point link: the
@@ -360,7 +356,11 @@ func (c *Cluster) Update(edit func(*registry.Scenario)) error {
 			return fmt.Errorf("scenario update gives pod %s/%s netns %q; the rig's agents take netns paths from the CNI handoff only", orDefault(sp.Namespace, "default"), sp.Name, sp.Netns)
 		}
 	}
-	if _, err := next.State(c.RegistryFile); err != nil {
+	st, err := next.State(c.RegistryFile)
+	if err == nil {
+		err = checkPlan(c.RegistryFile, st)
+	}
+	if err != nil {
 		return fmt.Errorf("scenario update rejected: %w", err)
 	}
 	c.mu.Lock()

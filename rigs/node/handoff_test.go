@@ -243,6 +243,14 @@ func TestAgentRestartRelearnsPods(t *testing.T) {
 	for _, p := range c.Pods() {
 		probeUntil(t, c, p, "after-restart", true)
 	}
+	// A restart within a run continues the agent's log: all three starts
+	// are in it.
+	for _, n := range c.Nodes() {
+		b, err := os.ReadFile(filepath.Join(c.RunDir, "logs", "agent~"+n.Name+".log"))
+		if got := strings.Count(string(b), "serving delta ADS"); err != nil || got != 3 {
+			t.Errorf("agent log of %s shows %d starts, want 3 (err %v)", n.Name, got, err)
+		}
+	}
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}

@@ -186,6 +186,9 @@ func TestClusterWithoutMesh(t *testing.T) {
 	if err := c.Update(func(sc *registry.Scenario) { sc.Services[0].ClusterIP = "not-an-ip" }); err == nil || !strings.Contains(err.Error(), "clusterIP") {
 		t.Fatalf("an invalid update was accepted: %v", err)
 	}
+	if err := c.Update(func(sc *registry.Scenario) { sc.Services[0].ClusterIP = "10.97.0.11" }); err == nil || !strings.Contains(err.Error(), "outside the rig's service range") {
+		t.Fatalf("an update moving a ClusterIP out of the rig's plan was accepted: %v", err)
+	}
 	if err := c.Update(func(sc *registry.Scenario) { sc.Services[0].ClusterIP = "10.96.0.11" }); err != nil {
 		t.Fatal(err)
 	}

@@ -31,11 +31,12 @@ type (
 )
 
 const (
-	Control   = results.Control
-	Subject   = results.Subject
-	Pass      = results.Pass
-	Fail      = results.Fail
-	BrokenRig = results.BrokenRig
+	Control     = results.Control
+	Subject     = results.Subject
+	Pass        = results.Pass
+	Fail        = results.Fail
+	BrokenRig   = results.BrokenRig
+	Interrupted = results.Interrupted
 )
 
 // EnvReportDir names the directory suites write their results into.
@@ -75,7 +76,8 @@ type Suite struct {
 }
 
 // Run measures every control, then every subject, and derives the verdict.
-// A panic inside a case is recorded as that case's failure.
+// A panic inside a case is recorded as that case's failure. Once ctx ends,
+// no further case runs and the run is INTERRUPTED, not judged.
 func Run(ctx context.Context, s Suite) Result {
 	res := Result{Suite: s.Name, Subject: s.Subject, Started: time.Now().UTC()}
 	var controls, subjects []Case
@@ -87,7 +89,16 @@ func Run(ctx context.Context, s Suite) Result {
 		}
 	}
 	for _, c := range append(controls, subjects...) {
+		if ctx.Err() != nil {
+			break
+		}
 		res.Cases = append(res.Cases, runCase(ctx, c))
+	}
+	// A context that ended while the cases ran made their failures, and
+	// left the rest unrun: the rows say what happened, but the verdict must
+	// not read as the subject's.
+	if ctx.Err() != nil {
+		res.Interrupted = context.Cause(ctx).Error()
 	}
 	res.Finished = time.Now().UTC()
 	stamp(&res)

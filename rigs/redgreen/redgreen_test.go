@@ -145,3 +145,35 @@ func TestSetupWritesWhyTheSuiteCouldNotStart(t *testing.T) {
 		t.Fatalf("written result: %s, could not start %q", r.Verdict, r.CouldNotStart)
 	}
 }
+
+// A run whose context ends while its cases run (Ctrl-C under ginkgo, a
+// timeout) is INTERRUPTED, naming the cause: its failed rows say what
+// happened, but not that the subject failed. No case runs after that.
+func TestInterruptedRunIsNotJudged(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	interrupted := errors.New("Interrupted by User")
+	ran := map[string]bool{}
+	r := Run(ctx, Suite{Name: "udproute", Subject: "x", Cases: []Case{
+		{Name: "c", Role: Control, Expect: "red", Run: func(ctx context.Context) (Observation, error) {
+			ran["c"] = true
+			cancel(interrupted)
+			return Observation{}, context.Cause(ctx)
+		}, Check: want("red")},
+		{Name: "s", Role: Subject, Expect: "green", Run: func(context.Context) (Observation, error) {
+			ran["s"] = true
+			return obs("green")(ctx)
+		}, Check: want("green")},
+	}})
+	if r.Verdict != Interrupted || r.Reason != "interrupted, not judged: Interrupted by User" {
+		t.Fatalf("got %s (%s), want INTERRUPTED naming the cause", r.Verdict, r.Reason)
+	}
+	if !ran["c"] || ran["s"] || len(r.Cases) != 1 {
+		t.Fatalf("ran %v with %d row(s); want the case that was cut short only", ran, len(r.Cases))
+	}
+	if !strings.Contains(r.Table(), "udproute: INTERRUPTED (interrupted, not judged: Interrupted by User)") {
+		t.Fatalf("the table does not say the run was interrupted:\n%s", r.Table())
+	}
+	if problems := results.CheckSuite("udproute.json", r); len(problems) > 0 {
+		t.Fatalf("the gate disagrees with the runner: %v", problems)
+	}
+}

@@ -157,6 +157,7 @@ func run() error {
 		go func() { errc <- ho.Serve(ctx) }()
 		src = registry.WithHandoff(src, ho)
 	}
+	src = warnUnknownNode(src, *node, logger)
 	go func() { errc <- a.Run(ctx, src) }()
 	if rotated != nil {
 		go func() {

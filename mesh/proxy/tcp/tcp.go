@@ -3,8 +3,8 @@
 // accepted connection's local address is the original destination, so the
 // filter chain is chosen by it (prefix_ranges, most specific first) and the
 // connection is handed to tcp_proxy: one upstream connection from the
-// proxy's own netns, carrying the passthrough mark, to a host of the
-// chain's cluster.
+// proxy's own netns (with no SO_MARK unless Options.Mark sets one) to a
+// host of the chain's cluster.
 //
 // Connections follow Envoy's tcp_proxy: a FIN from one side becomes a
 // half-close (CloseWrite) of the other while the other direction keeps

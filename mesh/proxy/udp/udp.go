@@ -2,10 +2,11 @@
 // a pod's netns receives every captured datagram; per datagram the matcher
 // picks a cluster from the destination (ipi_addr, the ClusterIP under
 // mark-and-divert); a session per downstream 5-tuple holds a connected
-// upstream socket in the proxy's own (node) netns carrying the passthrough
-// mark; replies go back from the listener socket with ipi_spec_dst = the
-// original destination, so a connected client accepts them
-// (ARCHITECTURE.md, "The data path").
+// upstream socket in the proxy's own (node) netns, with no SO_MARK unless
+// Options.Mark sets one (README, "The pinned numbers": in the node netns
+// kube-proxy's KUBE-FIREWALL drops 0xae7e); replies go back from the
+// listener socket with ipi_spec_dst = the original destination, so a
+// connected client accepts them (ARCHITECTURE.md, "The data path").
 //
 // Sessions follow Envoy's udp_proxy: the host is picked once per session,
 // the idle timer is reset by traffic in either direction, a session whose
@@ -50,7 +51,8 @@ type Clusters interface {
 
 // Options tune the data path.
 type Options struct {
-	// Mark is SO_MARK on upstream sockets (CapturePassthroughFwMark).
+	// Mark is SO_MARK on upstream sockets; zero, the default, sets none
+	// (aether-proxy --mark, checked against the node netns's marks).
 	Mark uint32
 	// Batch is how many datagrams one recvmmsg/sendmmsg moves; 1 uses
 	// plain recvmsg/sendmsg.

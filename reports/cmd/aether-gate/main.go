@@ -153,7 +153,11 @@ func (g *gate) suites(files []string) int {
 		for _, p := range problems {
 			g.failf("%s", p)
 		}
-		if v, _ := results.Decide(r); v != results.Pass || len(problems) > 0 {
+		v, _ := results.Decide(r)
+		if v == results.Interrupted {
+			g.failf("%s: suite %s was interrupted, not judged: the run was cut short before its cases were done; run it to the end", f, r.Suite)
+		}
+		if v != results.Pass || len(problems) > 0 {
 			g.failedSuites++
 		}
 	}

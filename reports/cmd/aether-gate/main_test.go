@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,4 +296,65 @@ func TestPositionalDirIsRefused(t *testing.T) {
 	if err != nil || c.dir != "d" || strings.Join(c.required, "|") != "phase0|udproute" || !c.allowDirty {
 		t.Errorf("flags: got %+v, %v", c, err)
 	}
+}
+
+// A key no result or grade has (a misspelt "verdcit") is refused naming
+// the file and the key's path, not judged as if it were absent.
+func TestUnknownKeyIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	write(t, dir, suite("udproute", true, built(rev, false)))
+	sp := filepath.Join(dir, "suites", "udproute.json")
+	gp := soak(t, dir, "2026-09-28-rev247-same-build-ab", rev, built(rev, false))
+	for p, edit := range map[string][2]string{
+		sp: {`"matched": true,`, `"matched": true, "verdcit": "PASS",`},
+		gp: {`"soak": `, `"Soak": "x", "soak": `},
+	} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := strings.Replace(string(b), edit[0], edit[1], 1)
+		if edited == string(b) {
+			t.Fatalf("test is stale: no %q in %s", edit[0], p)
+		}
+		if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out := runGate(t, config{dir: dir, build: rev})
+	if code == 0 {
+		t.Errorf("files with unknown keys passed:\n%s", out)
+	}
+	wantAll(t, "unknown keys", out,
+		"suite result "+sp+`: unknown field "cases[0].verdcit"`,
+		"soak grade "+gp+`: unknown field "Soak"`,
+		"FAIL: 1 of 2 suite(s) and 1 of 1 soak(s) did not pass")
+}
+
+// A suite whose run was cut short (Ctrl-C during make gate) fails as
+// interrupted, not judged, rather than as a subject that failed.
+func TestInterruptedSuiteIsNotJudged(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(results.EnvRevision, rev)
+	t.Setenv(results.EnvDirty, "false")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := redgreen.Run(ctx, redgreen.Suite{Name: "udproute", Subject: "s", Cases: []redgreen.Case{
+		{Name: "selection-redirect", Role: redgreen.Control, Expect: "collapse",
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				cancel(errors.New("Interrupted by User"))
+				return redgreen.Observation{}, fmt.Errorf("send: %w", context.Cause(ctx))
+			},
+			Check: func(redgreen.Observation) error { return nil }},
+	}})
+	write(t, dir, r)
+	p := filepath.Join(dir, "suites", "udproute.json")
+	code, out := runGate(t, config{dir: dir, build: rev, required: []string{"udproute"}})
+	if code == 0 {
+		t.Errorf("an interrupted suite passed:\n%s", out)
+	}
+	wantAll(t, "interrupted", out,
+		"udproute: INTERRUPTED (interrupted, not judged: Interrupted by User)",
+		p+": suite udproute was interrupted, not judged",
+		"FAIL: 1 of 1 suite(s)")
 }

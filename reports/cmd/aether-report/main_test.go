@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/redgreen"
 	"sigs.k8s.io/yaml"
 )
 
@@ -115,5 +118,36 @@ func TestArgumentWithoutItsFlagIsRefused(t *testing.T) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("rendered although the command line was refused:\n%s", stdout.String())
+	}
+}
+
+// A suite whose run was cut short shows in the index as INTERRUPTED, not
+// as a FAIL of its subject.
+func TestReportShowsAnInterruptedSuite(t *testing.T) {
+	out, suites := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := redgreen.Run(ctx, redgreen.Suite{Name: "udproute", Subject: "s", Cases: []redgreen.Case{
+		{Name: "selection-redirect", Role: redgreen.Control, Expect: "collapse",
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				cancel(errors.New("Interrupted by User"))
+				return redgreen.Observation{}, context.Cause(ctx)
+			},
+			Check: func(redgreen.Observation) error { return nil }},
+	}})
+	if err := r.Write(suites); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(out, "../../../fixtures/soaks", suites, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	idx, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">INTERRUPTED<", "interrupted, not judged: Interrupted by User"} {
+		if !strings.Contains(string(idx), want) {
+			t.Errorf("index lacks %q", want)
+		}
 	}
 }

@@ -3,12 +3,15 @@
 //
 //	aether-node up [--mode tproxy|redirect|none] [--run-dir DIR] [--bin DIR] SCENARIO
 //	aether-node status [--run-dir DIR] [SCENARIO]
-//	aether-node down [--run-dir DIR] [SCENARIO]
+//	aether-node down [--purge] [--run-dir DIR] [SCENARIO]
 //
 // "up" stays in the foreground until "down" (or Ctrl-C) and keeps its state
 // in the run dir (default /run/aether-node/<scenario name>): state.json, the
 // registry file the agents watch, process logs and backend records. Without
 // SCENARIO or --run-dir, "status" and "down" act on the cluster that is up.
+// "down" with nothing up succeeds, saying so, after sweeping what dead runs
+// left, so cleanup scripts can run it unconditionally; --purge also removes
+// the run dir after the teardown.
 // Enter a pod with `ip netns exec <netns> …`, using the names "status" prints.
 //
 // "backend" is the rig's echo backend that every pod runs; it is not meant
@@ -45,7 +48,7 @@ func main() {
 	case "up":
 		err = up(os.Args[2:])
 	case "down":
-		err = down(os.Args[2:])
+		err = down(os.Stdout, os.Args[2:])
 	case "status":
 		err = status(os.Args[2:])
 	case "backend":
@@ -60,7 +63,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: aether-node up [flags] SCENARIO | status|down [flags] [SCENARIO]")
+	fmt.Fprintln(os.Stderr, "usage: aether-node up [flags] SCENARIO | status [flags] [SCENARIO] | down [--purge] [flags] [SCENARIO]")
 	os.Exit(2)
 }
 
@@ -108,12 +111,16 @@ func runDirFor(flagDir, scenario string) string {
 }
 
 // parse reads a command's flags and its SCENARIO. up needs SCENARIO; status
-// and down (mode and bin nil) find the running cluster without one.
-func parse(name string, args []string, mode, bin *string) (runDir, scenario string, err error) {
+// and down (mode and bin nil) find the running cluster without one. purge,
+// when not nil, is down's --purge.
+func parse(name string, args []string, mode, bin *string, purge *bool) (runDir, scenario string, err error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	rd := fs.String("run-dir", "", "run dir (default "+runRoot+"/<scenario name>)")
 	if mode != nil {
 		fs.StringVar(mode, "mode", "tproxy", "capture mode: tproxy, redirect or none (network and backends only)")
+	}
+	if purge != nil {
+		fs.BoolVar(purge, "purge", false, "after the teardown, remove the run dir with its logs and records")
 	}
 	if bin != nil {
 		fs.StringVar(bin, "bin", "", "dir holding ptp, static, aether-cni, aether-agent, aether-proxy (default: build them)")
@@ -132,6 +139,9 @@ func parse(name string, args []string, mode, bin *string) (runDir, scenario stri
 	runDir, err = runningCluster(runRoot)
 	return runDir, "", err
 }
+
+// errNothingUp is runningCluster's answer when no cluster is recorded.
+var errNothingUp = errors.New("no cluster is up")
 
 // runningCluster finds the run dir of the cluster that is up: the one whose
 // "up" is alive, or else the only one recorded (a crashed run, for down).
@@ -154,7 +164,7 @@ func runningCluster(root string) (string, error) {
 	case len(all) == 1:
 		return all[0], nil
 	case len(all) == 0:
-		return "", fmt.Errorf("no cluster is up (no %s/*/state.json); start one with: aether-node up SCENARIO", root)
+		return "", fmt.Errorf("%w (no %s/*/state.json); start one with: aether-node up SCENARIO", errNothingUp, root)
 	}
 	return "", fmt.Errorf("%d clusters are recorded (%s), %d of them up; name one with SCENARIO or --run-dir", len(all), strings.Join(all, ", "), len(live))
 }
@@ -185,7 +195,7 @@ const (
 
 func up(args []string) error {
 	var mode, bin string
-	runDir, scenario, err := parse("up", args, &mode, &bin)
+	runDir, scenario, err := parse("up", args, &mode, &bin, nil)
 	if err != nil {
 		return err
 	}
@@ -300,7 +310,7 @@ func printState(w io.Writer, s *State, live bool) {
 }
 
 func status(args []string) error {
-	runDir, _, err := parse("status", args, nil, nil)
+	runDir, _, err := parse("status", args, nil, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -340,21 +350,48 @@ func existing(s *State, want bool) []string {
 	return out
 }
 
-func down(args []string) error {
-	runDir, _, err := parse("down", args, nil, nil)
+func down(w io.Writer, args []string) error {
+	var purge bool
+	runDir, _, err := parse("down", args, nil, nil, &purge)
+	if errors.Is(err, errNothingUp) {
+		return nothingUp(w, err)
+	}
 	if err != nil {
 		return err
 	}
 	s, err := readState(runDir)
+	if errors.Is(err, os.ErrNotExist) {
+		// A named run dir with no cluster in it: nothing to stop, and with
+		// --purge its leftovers still go.
+		if err := nothingUp(w, err); err != nil || !purge {
+			return err
+		}
+		return purgeRunDir(w, runDir)
+	}
 	if err != nil {
 		return err
 	}
-	return stopCluster(os.Stdout, s, 20*time.Second)
+	return stopCluster(w, s, 20*time.Second, purge)
+}
+
+// nothingUp is down with no cluster to stop: it still sweeps the
+// namespaces of dead runs, and succeeds.
+func nothingUp(w io.Writer, why error) error {
+	fmt.Fprintf(w, "nothing to remove: %v\n", why)
+	swept, err := netns.Sweep()
+	if len(swept) > 0 {
+		fmt.Fprintf(w, "swept %d namespace(s) of dead runs: %s\n", len(swept), strings.Join(swept, " "))
+	}
+	if err != nil {
+		return fmt.Errorf("failed to sweep the namespaces of dead runs: %w", err)
+	}
+	return nil
 }
 
 // stopCluster stops s's "up" (which tears the cluster down), sweeps what a
-// crashed "up" left, and says what went.
-func stopCluster(w io.Writer, s *State, grace time.Duration) error {
+// crashed "up" left, and says what went; with purge, a clean teardown also
+// removes the run dir.
+func stopCluster(w io.Writer, s *State, grace time.Duration, purge bool) error {
 	before := existing(s, true)
 	if alive(s.PID) {
 		if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
@@ -388,11 +425,41 @@ func stopCluster(w io.Writer, s *State, grace time.Duration) error {
 	if err := os.Remove(filepath.Join(s.RunDir, "state.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		serr = errors.Join(serr, fmt.Errorf("failed to remove the cluster's state: %w", err))
 	}
-	fmt.Fprintf(w, "kept logs and backend records in %s\n", s.RunDir)
 	if len(left) > 0 {
 		serr = errors.Join(serr, fmt.Errorf("namespaces of the cluster are still there: %v", left))
 	}
-	return serr
+	if !purge || serr != nil {
+		fmt.Fprintf(w, "kept logs and backend records in %s (aether-node down --purge removes them)\n", s.RunDir)
+		return serr
+	}
+	return purgeRunDir(w, s.RunDir)
+}
+
+// runDirEntries are the names "up" writes in a run dir.
+var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes"}
+
+// purgeRunDir removes a run dir, but only one that holds nothing except
+// what "up" writes there: --run-dir may name any directory, and a typo
+// must not remove someone's files.
+func purgeRunDir(w io.Writer, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(w, "no run dir %s to purge\n", dir)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to read run dir %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !slices.Contains(runDirEntries, e.Name()) {
+			return fmt.Errorf("refusing to purge %s: it holds %q, which aether-node up does not write", dir, e.Name())
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("failed to purge run dir %s: %w", dir, err)
+	}
+	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file)\n", dir)
+	return nil
 }
 
 func ports(s string) ([]int, error) {

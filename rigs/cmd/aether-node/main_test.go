@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -87,11 +88,11 @@ func TestRunningClusterIsFoundWithoutAScenario(t *testing.T) {
 	if err := os.Remove(filepath.Join(other.RunDir, "state.json")); err != nil {
 		t.Fatal(err)
 	}
-	if dir, _, err := parse("down", nil, nil, nil); err != nil || dir != up.RunDir {
+	if dir, _, err := parse("down", nil, nil, nil, nil); err != nil || dir != up.RunDir {
 		t.Fatalf("down without SCENARIO chose %q, %v; want %s", dir, err, up.RunDir)
 	}
 	var mode, bin string
-	if _, _, err := parse("up", nil, &mode, &bin); err == nil {
+	if _, _, err := parse("up", nil, &mode, &bin, nil); err == nil {
 		t.Fatal("up without SCENARIO was accepted")
 	}
 }
@@ -151,10 +152,10 @@ func fakeUp(runDir string) int {
 	return 0
 }
 
-// down says what it stopped and which of the cluster's namespaces went.
-func TestDownSaysWhatItRemoved(t *testing.T) {
-	privileged.Require(t)
-	runDir := t.TempDir()
+// fakeCluster starts a fake up in runDir and returns its state once
+// written; the process is killed at cleanup if down did not stop it.
+func fakeCluster(t *testing.T, runDir string) *State {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), envFakeUp+"="+runDir)
 	if err := cmd.Start(); err != nil {
@@ -172,8 +173,16 @@ func TestDownSaysWhatItRemoved(t *testing.T) {
 	if s == nil {
 		t.Fatal("the fake up wrote no state")
 	}
+	return s
+}
+
+// down says what it stopped and which of the cluster's namespaces went.
+func TestDownSaysWhatItRemoved(t *testing.T) {
+	privileged.Require(t)
+	runDir := t.TempDir()
+	s := fakeCluster(t, runDir)
 	var out bytes.Buffer
-	if err := stopCluster(&out, s, 20*time.Second); err != nil {
+	if err := stopCluster(&out, s, 20*time.Second, false); err != nil {
 		t.Fatalf("down: %v\n%s", err, out.String())
 	}
 	removed := s.Bridge + " " + s.Nodes[0].Netns
@@ -199,5 +208,62 @@ func TestCaptureModeNamesEveryMode(t *testing.T) {
 	}
 	if _, err := captureMode("tprox"); err == nil || err.Error() != `unknown --mode "tprox" (want tproxy, redirect or none)` {
 		t.Errorf("--mode tprox: got %v", err)
+	}
+}
+
+// down with nothing up succeeds, saying so, so a cleanup script can always
+// run it; it still sweeps what dead runs left.
+func TestDownWithNothingUpSucceeds(t *testing.T) {
+	privileged.Require(t)
+	runRoot = t.TempDir()
+	t.Cleanup(func() { runRoot = "/run/aether-node" })
+	var out bytes.Buffer
+	if err := down(&out, nil); err != nil {
+		t.Fatalf("down with nothing up: %v\n%s", err, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "nothing to remove: no cluster is up") {
+		t.Fatalf("down with nothing up said:\n%s", out.String())
+	}
+	out.Reset()
+	if err := down(&out, []string{"--run-dir", filepath.Join(runRoot, "never-up")}); err != nil {
+		t.Fatalf("down of a run dir with nothing in it: %v\n%s", err, out.String())
+	}
+}
+
+// down --purge removes the run dir after the teardown, and only a dir that
+// holds nothing but what up writes.
+func TestDownPurgeRemovesTheRunDir(t *testing.T) {
+	privileged.Require(t)
+	runDir := filepath.Join(t.TempDir(), "run")
+	for _, d := range []string{"logs", "records"} {
+		if err := os.MkdirAll(filepath.Join(runDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "records", "default~a.jsonl"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fakeCluster(t, runDir)
+	var out bytes.Buffer
+	if err := down(&out, []string{"--purge", "--run-dir", runDir}); err != nil {
+		t.Fatalf("down --purge: %v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("down --purge left %s (stat: %v):\n%s", runDir, err, out.String())
+	}
+	if !strings.Contains(out.String(), "purged run dir "+runDir) {
+		t.Errorf("down --purge did not say it purged:\n%s", out.String())
+	}
+
+	mine := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mine, "notes.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := down(&out, []string{"--purge", "--run-dir", mine}); err == nil || !strings.Contains(err.Error(), `"notes.txt"`) {
+		t.Fatalf("down --purge of a dir holding other files: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mine, "notes.txt")); err != nil {
+		t.Fatalf("down --purge removed a file it does not own: %v", err)
 	}
 }

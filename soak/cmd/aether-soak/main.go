@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/reports/render"
@@ -91,7 +92,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "soak\tverdict\treason\treport")
+		// The reason goes last: it can be long, and the report path stays in
+		// its column.
+		fmt.Fprintln(tw, "soak\tverdict\treport\treason")
 		code := 0
 		for _, m := range manifests {
 			g, report, err := gradeOne(m, *out, nil, io.Discard)
@@ -100,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				code = 2
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Soak, g.Verdict, g.Reason, report)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Soak, g.Verdict, report, rowReason(g))
 			if *strict && g.Verdict != grade.Pass && code == 0 {
 				code = 1
 			}
@@ -110,6 +113,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		return misuse(stderr, "unknown command %q (want grade or grade-all)", args[0])
 	}
+}
+
+// rowReason is a soak's reason with, for a soak that did not pass, each
+// deciding gate's own reason: "refused: <gate>" alone does not say why,
+// and the table is all grade-all prints.
+func rowReason(g *grade.Grade) string {
+	if g.Verdict == grade.Pass {
+		return g.Reason
+	}
+	var why []string
+	for _, gt := range g.Gates {
+		if gt.Verdict == g.Verdict {
+			why = append(why, fmt.Sprintf("%s (%s)", gt.Name, gt.Reason))
+		}
+	}
+	if len(why) == 0 {
+		return g.Reason
+	}
+	return strings.ToLower(string(g.Verdict)) + ": " + strings.Join(why, "; ")
 }
 
 // gradeOne grades the soak at path, writes its report into root/<folder>

@@ -37,7 +37,10 @@ type Options struct {
 	// what the data plane was last given, and so a restarted agent serves
 	// it again until its first registry read succeeds.
 	StateDir string
-	Logger   *slog.Logger
+	// Transport is auto (the default: HTTP/3 twins wherever eligible)
+	// or h2, which refuses every twin.
+	Transport MeshTransport
+	Logger    *slog.Logger
 	// Registerer receives the agent's metrics; nil means a private
 	// registry, never the global one.
 	Registerer prometheus.Registerer
@@ -68,6 +71,12 @@ type Agent struct {
 	lastErr error
 	// restored: current came from the state dir, not from a build.
 	restored bool
+	// state is the registry view of the last publish, which on-demand
+	// twins are admitted against; pairs and twins are the pairs that
+	// dialled and the twins served for them (odcds.go).
+	state *registry.State
+	pairs pairs
+	twins map[string]servedTwin
 }
 
 // New returns an agent with an empty snapshot cache.
@@ -77,6 +86,13 @@ func New(opts Options) (*Agent, error) {
 	}
 	if _, err := constants.ParseCaptureMode(string(opts.Mode)); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	switch opts.Transport {
+	case "":
+		opts.Transport = TransportAuto
+	case TransportAuto, TransportH2:
+	default:
+		return nil, fmt.Errorf("agent: invalid mesh transport %q: want %q or %q", opts.Transport, TransportAuto, TransportH2)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -88,7 +104,8 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m}
+	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
+		pairs: pairs{}, twins: map[string]servedTwin{}}
 	a.mux = &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
@@ -166,8 +183,9 @@ func (a *Agent) Restored() bool {
 	return a.restored
 }
 
-// Cache is the delta-capable cache the ADS server serves.
-func (a *Agent) Cache() cache.Cache { return a.served }
+// Cache is the delta-capable cache the ADS server serves, on-demand CDS
+// included.
+func (a *Agent) Cache() cache.Cache { return &onDemandCDS{Cache: a.served, a: a} }
 
 // publish makes out what is served: its changes, or all of it after a full
 // build or a refusal. Every type's additions and updates go out before any
@@ -267,6 +285,9 @@ func (a *Agent) Apply(st *registry.State) error {
 		// The builder starts over; its next build is a full one.
 		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
 	}
+	// A full publish sends what the cache holds against out, so the
+	// twins must be in out, or it would drop them.
+	twins := a.pairs.overlay(out, st, a.opts.Node, a.twins)
 	if err := validate.Check(out.Resources); err != nil {
 		var ve *validate.Error
 		reason := "gate"
@@ -289,6 +310,8 @@ func (a *Agent) Apply(st *registry.State) error {
 	}
 	a.serial++
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
+	a.state, a.twins = st, twins
+	a.metrics.twins.Set(float64(len(twins)))
 	a.metrics.observe(out)
 	if a.opts.StateDir != "" {
 		if err := a.writeState(out, version); err != nil {

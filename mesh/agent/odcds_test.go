@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,3 +274,10 @@ func cloneState(st *registry.State) *registry.State {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func TestNewRefusesUnknownTransport(t *testing.T) {
+	_, err := New(Options{Node: "node-a", Mode: constants.CaptureTProxy, Transport: "h3"})
+	if err == nil || !strings.Contains(err.Error(), `invalid mesh transport "h3"`) {
+		t.Fatalf("New with transport h3 = %v, want an error naming it", err)
+	}
+}

@@ -49,6 +49,7 @@ func run() error {
 		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
 		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
+		transport    = flag.String("mesh-transport", string(agent.TransportAuto), "auto: HTTP/3 over per-source QUIC twins wherever eligible; h2: the HTTP/2 floor everywhere")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
 	)
@@ -88,7 +89,7 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a, err := agent.New(agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Logger: logger, Registerer: reg})
+	a, err := agent.New(agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg})
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
 	"github.com/aether-mesh/aether/mesh/proxy/tcp"
 	"github.com/aether-mesh/aether/mesh/proxy/udp"
 	"github.com/aether-mesh/aether/mesh/proxy/xds"
@@ -100,6 +101,9 @@ type Proxy struct {
 	lds       bool
 	ldsTimer  *time.Timer
 	listening chan struct{}
+	// onDemand is the on_demand filter's CDS state: told every cluster
+	// that becomes active or goes, it releases the requests paused on it.
+	onDemand *ondemand.Discovery
 }
 
 // subscriber is the part of the xDS client updates use.
@@ -128,7 +132,19 @@ func New(o Options) *Proxy {
 		Observe: o.Metrics.XDS,
 	}
 	p.sub, p.listen = p.client, p.open
+	p.onDemand = &ondemand.Discovery{Subscribe: p.subscribeOnDemand, Timeout: ondemand.DefaultTimeout}
 	return p
+}
+
+// OnDemand is the proxy's on-demand CDS: a request whose cluster is
+// missing awaits it there.
+func (p *Proxy) OnDemand() *ondemand.Discovery { return p.onDemand }
+
+// subscribeOnDemand adds name to the CDS subscription, which stays
+// wildcard: the client sends resource_names_subscribe for name alone, and
+// a fresh stream states the wildcard and every on-demand name.
+func (p *Proxy) subscribeOnDemand(string) error {
+	return p.sub.Subscribe(resource.ClusterType, append([]string{xds.Wildcard}, p.onDemand.Names()...)...)
 }
 
 // Metrics is the proxy's registry.
@@ -220,6 +236,7 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 		}
 		specs = append(specs, s)
 	}
+	var activated []string
 	p.mu.Lock()
 	for _, s := range specs {
 		old := p.active[s.Name]
@@ -227,6 +244,7 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 		case s.Kind == cluster.Static:
 			p.active[s.Name] = cluster.New(s)
 			delete(p.warming, s.Name)
+			activated = append(activated, s.Name)
 		case old != nil && old.Spec.Kind == cluster.EDS && old.Spec.ServiceName == s.ServiceName:
 			// Same endpoints: the update is live at once, with no warming.
 			nc := cluster.New(s)
@@ -244,6 +262,7 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 	eds := p.edsNamesLocked()
 	p.publishLocked()
 	p.mu.Unlock()
+	p.onDemand.Update(activated, removed)
 	p.clustersChanged()
 	if len(eds) == 0 {
 		// Nothing to warm: an empty subscription would read as wildcard.
@@ -301,6 +320,7 @@ func (p *Proxy) onEndpoints(rs []*discoveryv3.Resource, removed []string) error 
 		// A removed assignment leaves its clusters without hosts.
 		as = append(as, &cluster.Assignment{Name: n})
 	}
+	var activated []string
 	p.mu.Lock()
 	for _, a := range as {
 		for _, c := range p.active {
@@ -313,11 +333,14 @@ func (p *Proxy) onEndpoints(rs []*discoveryv3.Resource, removed []string) error 
 				c.SetAssignment(a)
 				p.active[name] = c
 				delete(p.warming, name)
+				activated = append(activated, name)
 			}
 		}
 	}
 	p.publishLocked()
 	p.mu.Unlock()
+	// Published first: a released request finds its cluster active.
+	p.onDemand.Update(activated, nil)
 	p.clustersChanged()
 	p.requestListenersIfWarm()
 	return nil

@@ -384,10 +384,20 @@ func (a *Agent) writeState(out *Output, version string) error {
 }
 
 func cacheLogger(l *slog.Logger) log.Logger {
+	// go-control-plane logs every watch and response with the stream's
+	// subscription maps as arguments: they are formatted only when their
+	// level is on, or each xDS response pays for printing every name.
+	at := func(level slog.Level) func(string, ...any) {
+		return func(f string, args ...any) {
+			if l.Enabled(context.Background(), level) {
+				l.Log(context.Background(), level, fmt.Sprintf(f, args...), "component", "xds-cache")
+			}
+		}
+	}
 	return log.LoggerFuncs{
-		DebugFunc: func(f string, args ...any) { l.Debug(fmt.Sprintf(f, args...), "component", "xds-cache") },
-		InfoFunc:  func(f string, args ...any) { l.Debug(fmt.Sprintf(f, args...), "component", "xds-cache") },
-		WarnFunc:  func(f string, args ...any) { l.Warn(fmt.Sprintf(f, args...), "component", "xds-cache") },
-		ErrorFunc: func(f string, args ...any) { l.Error(fmt.Sprintf(f, args...), "component", "xds-cache") },
+		DebugFunc: at(slog.LevelDebug),
+		InfoFunc:  at(slog.LevelDebug),
+		WarnFunc:  at(slog.LevelWarn),
+		ErrorFunc: at(slog.LevelError),
 	}
 }

@@ -114,6 +114,7 @@ func Check(r Resources) error {
 	c.sdsNames()
 	c.wipFields()
 	c.udpSessionLimits()
+	c.twins()
 	if len(c.failures) > 0 {
 		return &Error{Failures: c.failures}
 	}

@@ -21,7 +21,7 @@ import (
 
 const sni = "18008.svc-b.demo.mesh.local"
 
-func issue(t *testing.T, ca *identity.CA, sa string, omitDNS bool) *x509svid.SVID {
+func issue(t testing.TB, ca *identity.CA, sa string, omitDNS bool) *x509svid.SVID {
 	t.Helper()
 	s, err := ca.Issue(identity.Request{Account: identity.Account{Namespace: "demo", ServiceAccount: sa}, TTL: time.Hour, OmitDNSSANs: omitDNS})
 	if err != nil {
@@ -30,7 +30,7 @@ func issue(t *testing.T, ca *identity.CA, sa string, omitDNS bool) *x509svid.SVI
 	return s
 }
 
-func newCA(t *testing.T, td string) *identity.CA {
+func newCA(t testing.TB, td string) *identity.CA {
 	t.Helper()
 	ca, err := identity.NewCA(identity.CAConfig{TrustDomain: td, MeshDomain: "mesh.local"})
 	if err != nil {
@@ -42,7 +42,7 @@ func newCA(t *testing.T, td string) *identity.CA {
 // inbound serves HTTP/3 on loopback with server's certificate, requiring a
 // client certificate from ca; it records each request's peer and the
 // handshakes made.
-func inbound(t *testing.T, ca *identity.CA, server *x509svid.SVID) (netip.AddrPort, <-chan string, *atomic.Int64) {
+func inbound(t testing.TB, ca *identity.CA, server *x509svid.SVID) (netip.AddrPort, <-chan string, *atomic.Int64) {
 	t.Helper()
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -54,6 +54,14 @@ func inbound(t *testing.T, ca *identity.CA, server *x509svid.SVID) (netip.AddrPo
 		roots.AddCert(c)
 	}
 	peers := make(chan string, 8)
+	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case peers <- r.TLS.PeerCertificates[0].URIs[0].String():
+		default: // a benchmark does not read them
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
 	handshakes := &atomic.Int64{}
 	in, err := ServeInbound(conn, InboundOptions{
 		TLS: func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -63,10 +71,7 @@ func inbound(t *testing.T, ca *identity.CA, server *x509svid.SVID) (netip.AddrPo
 			}
 			return &tls.Config{Certificates: []tls.Certificate{tlsCert(server)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: roots}, nil
 		},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			peers <- r.TLS.PeerCertificates[0].URIs[0].String()
-			_, _ = io.WriteString(w, "ok")
-		}),
+		Handler: record,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +80,7 @@ func inbound(t *testing.T, ca *identity.CA, server *x509svid.SVID) (netip.AddrPo
 	return conn.LocalAddr().(*net.UDPAddr).AddrPort(), peers, handshakes
 }
 
-func twinClient(t *testing.T, ca *identity.CA, svid *x509svid.SVID) *Upstream {
+func twinClient(t testing.TB, ca *identity.CA, svid *x509svid.SVID) *Upstream {
 	t.Helper()
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {

@@ -74,3 +74,7 @@ func isLabel(s string) bool {
 	}
 	return true
 }
+
+// QUICTransportSocket is Envoy's QUIC transport socket: a listener's
+// QuicDownstreamTransport and a cluster's QuicUpstreamTransport.
+const QUICTransportSocket = "envoy.transport_sockets.quic"

@@ -39,6 +39,8 @@ help:
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
 	@echo "make build   build every binary into bin/"
+	@echo "make vet     go vet every package (make test runs it first)"
+	@echo "make clean   remove bin/ and what gate, suites, soak and report wrote under reports/"
 
 build:
 	$(GO) build -o bin/ ./mesh/cmd/... ./rigs/cmd/... ./soak/cmd/... ./reports/cmd/... ./suites/cmd/...
@@ -50,11 +52,12 @@ test: vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The gate and the grader are built, not `go run`: go run adds its own
-# "exit status 1" to a failing verdict.
+# "exit status 1" to a failing verdict. The suites' output goes to a log
+# file, so ginkgo is told not to colour it.
 gate:
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
 	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./soak/cmd/aether-soak
-	@AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
+	@GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
 		> $(REPORTS)/suites.log 2>&1; echo $$? > $(REPORTS)/suites.rc; \
 		echo "suite packages exited $$(cat $(REPORTS)/suites.rc) (log: $(REPORTS)/suites.log)"
 	@if [ -n "$(SOAK)" ]; then $(REPORTS)/bin/aether-soak grade -suites $(REPORTS)/suites \
@@ -94,4 +97,4 @@ report:
 	$(GO) run ./reports/cmd/aether-report -out reports
 
 clean:
-	rm -rf bin $(REPORTS)
+	rm -rf bin $(REPORTS) reports/runs reports/index.html

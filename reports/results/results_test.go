@@ -202,3 +202,30 @@ func TestCheckSoakRefusesAnEditedGate(t *testing.T) {
 }
 
 func f(v float64) *float64 { return &v }
+
+// A row that is unmatched and records no reason still gets one in the
+// verdict, so the gate never prints a bare "name: ".
+func TestDecideNamesWhyAnUnmatchedRowHasNoReason(t *testing.T) {
+	silent := row("C1", Subject, false)
+	silent.Reason = ""
+	_, why := Decide(Result{Cases: []CaseResult{row("C2", Control, true), silent}})
+	if want := "C1: not matched, and the row records no reason"; why != want {
+		t.Errorf("got %q, want %q", why, want)
+	}
+}
+
+// The table's verdict line is the rows' verdict: a result that declares
+// PASS over a red row must not print "PASS" under it.
+func TestTableShowsTheRowsVerdictNotTheDeclaredOne(t *testing.T) {
+	r := Result{Suite: "udproute", Verdict: Pass, Reason: "1 control(s) red, 1 subject(s) green",
+		Cases: []CaseResult{row("C2", Control, true), row("C1", Subject, false)}}
+	last := strings.TrimSpace(r.Table())
+	last = last[strings.LastIndex(last, "\n")+1:]
+	if want := "udproute: FAIL (C1: r); the result declares PASS"; last != want {
+		t.Errorf("verdict line %q, want %q", last, want)
+	}
+	r.Verdict, r.Reason = Decide(r)
+	if !strings.HasSuffix(r.Table(), "udproute: FAIL (C1: r)\n") {
+		t.Errorf("an honest FAIL result's table:\n%s", r.Table())
+	}
+}

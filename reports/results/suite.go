@@ -49,6 +49,22 @@ func (c CaseResult) Evidenced() string {
 	return ""
 }
 
+// counts says whether the row counts as matched and, when it does not,
+// why: its own reason, or that it was declared matched without evidence.
+// A row with neither still gets a reason, so a verdict never ends in an
+// empty "name: ".
+func (c CaseResult) counts() (bool, string) {
+	switch v := c.Evidenced(); {
+	case c.Matched && v == "":
+		return true, ""
+	case c.Matched:
+		return false, "declared matched with " + v
+	case strings.TrimSpace(c.Reason) == "":
+		return false, "not matched, and the row records no reason"
+	}
+	return false, c.Reason
+}
+
 // Result is a suite run: the rows, the verdict derived from them, and the
 // build they judged.
 type Result struct {
@@ -78,11 +94,7 @@ func Decide(r Result) (Verdict, string) {
 	var broken, failed []string
 	nControl, nSubject := 0, 0
 	for _, c := range r.Cases {
-		why := c.Reason
-		if v := c.Evidenced(); c.Matched && v != "" {
-			why = "declared matched with " + v
-		}
-		ok := c.Matched && c.Evidenced() == ""
+		ok, why := c.counts()
 		switch c.Role {
 		case Control:
 			nControl++
@@ -138,7 +150,14 @@ func (r Result) Table() string {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Role, c.Expected, c.Observed, v)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "%s: %s (%s)\n", r.Suite, r.Verdict, r.Reason)
+	// The verdict line is the rows' verdict, not the file's: a table whose
+	// rows are red must not end in a declared PASS.
+	v, why := Decide(r)
+	if v != r.Verdict {
+		fmt.Fprintf(&b, "%s: %s (%s); the result declares %s\n", r.Suite, v, why, r.Verdict)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s: %s (%s)\n", r.Suite, v, why)
 	return b.String()
 }
 

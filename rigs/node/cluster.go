@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -44,7 +45,8 @@ type Config struct {
 type Cluster struct {
 	Mode   constants.CaptureMode
 	RunDir string
-	// RegistryFile is the scenario the agents watch, netns paths filled in.
+	// RegistryFile is the scenario the agents watch. It holds no netns
+	// paths: the agents take those from the CNI handoff.
 	RegistryFile string
 
 	cfg    Config
@@ -70,9 +72,12 @@ type Node struct {
 	AgentMetrics netip.AddrPort
 	ProxyMetrics netip.AddrPort
 	// XDS is the agent's listen address the proxy dials.
-	XDS   string
-	agent *proc
-	proxy *proc
+	XDS string
+	// HandoffSocket is where the node's agent takes pods from aether-cni
+	// (its agentSocket); the records lie in handoff.StateDir of it.
+	HandoffSocket string
+	agent         *proc
+	proxy         *proc
 }
 
 // Pod is one pod namespace.
@@ -86,6 +91,8 @@ type Pod struct {
 	Record  string
 	backend *proc
 	cniID   string
+	// adds counts CNI ADDs, so each sandbox gets its own container ID.
+	adds int
 }
 
 // Key returns the pod's registry key.
@@ -150,18 +157,18 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.buildTopology(st); err != nil {
 		return c, err
 	}
-	// The pods' netns paths exist now: the registry file the agents read
-	// carries them, as a kubelet-fed registry would after sandbox creation.
-	for i := range c.scenario.Pods {
-		sp := &c.scenario.Pods[i]
-		p := c.Pod(orDefault(sp.Namespace, "default"), sp.Name)
-		sp.Netns = p.NS.Path
-	}
 	if err := c.writeRegistry(); err != nil {
 		return c, err
 	}
 	if c.cni, err = newCNIRunner(c); err != nil {
 		return c, err
+	}
+	// The node agents come up before the pods, as a node's DaemonSet does,
+	// so each ADD hands its pod over to a listening agent.
+	if c.Mode != NoMesh {
+		if err := c.startMesh(ctx); err != nil {
+			return c, err
+		}
 	}
 	for _, p := range c.pods {
 		if err := c.cni.add(ctx, p); err != nil {
@@ -171,8 +178,11 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.startBackends(ctx, st); err != nil {
 		return c, err
 	}
-	if c.Mode != NoMesh {
-		if err := c.startMesh(ctx); err != nil {
+	for _, n := range c.nodes {
+		if c.Mode == NoMesh {
+			break
+		}
+		if err := c.WaitProxyReady(ctx, n, 30*time.Second); err != nil {
 			return c, err
 		}
 	}
@@ -198,6 +208,12 @@ func loadScenario(path string) (*registry.Scenario, *registry.State, error) {
 	var sc registry.Scenario
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
 		return nil, nil, fmt.Errorf("failed to parse scenario file %q: %w", path, err)
+	}
+	// The rig's pods get their netns paths from the CNI handoff only; a
+	// path the scenario names (for a file-source agent without one) is not
+	// the rig's namespace and is dropped.
+	for i := range sc.Pods {
+		sc.Pods[i].Netns = ""
 	}
 	st, err := sc.State(path)
 	if err != nil {
@@ -331,8 +347,11 @@ func (c *Cluster) Update(edit func(*registry.Scenario)) error {
 	}
 	for _, sp := range next.Pods {
 		p := c.Pod(orDefault(sp.Namespace, "default"), sp.Name)
-		if p == nil || sp.Node != p.Node || sp.IP != p.IP.String() || sp.Netns != p.NS.Path {
-			return fmt.Errorf("scenario update changes pod %s/%s (name, node, ip or netns); the rig cannot re-plumb a live pod", orDefault(sp.Namespace, "default"), sp.Name)
+		if p == nil || sp.Node != p.Node || sp.IP != p.IP.String() {
+			return fmt.Errorf("scenario update changes pod %s/%s (name, node or ip); the rig cannot re-plumb a live pod", orDefault(sp.Namespace, "default"), sp.Name)
+		}
+		if sp.Netns != "" {
+			return fmt.Errorf("scenario update gives pod %s/%s netns %q; the rig's agents take netns paths from the CNI handoff only", orDefault(sp.Namespace, "default"), sp.Name, sp.Netns)
 		}
 	}
 	if _, err := next.State(c.RegistryFile); err != nil {

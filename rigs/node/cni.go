@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 
+	"github.com/aether-mesh/aether/mesh/handoff"
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
@@ -15,6 +17,9 @@ import (
 
 // NetworkName is the CNI network the rig attaches pods to.
 const NetworkName = "aether-rig"
+
+// podIfName is the pod's interface, CNI_IFNAME.
+const podIfName = "eth0"
 
 // cniRunner drives libcni as a container runtime would: one conflist per
 // pod, executed from the pod's node namespace (the plugins treat the
@@ -50,10 +55,13 @@ func (r *cniRunner) confList(p *Pod) (*libcni.NetworkConfigList, error) {
 		},
 	}}
 	if r.c.Mode != NoMesh {
+		// Each node's agent has its own socket in the run dir, so a rig
+		// never hands its pods to the machine's agent (/run/aether).
 		plugins = append(plugins, map[string]any{
 			"type":        "aether-cni",
 			"captureMode": string(r.c.Mode),
 			"logLevel":    "debug",
+			"agentSocket": r.c.Node(p.Node).HandoffSocket,
 		})
 	}
 	b, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": NetworkName, "plugins": plugins})
@@ -71,7 +79,7 @@ func (r *cniRunner) runtimeConf(p *Pod) *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{
 		ContainerID: p.cniID,
 		NetNS:       p.NS.Path,
-		IfName:      "eth0",
+		IfName:      podIfName,
 		Args: [][2]string{
 			{"IgnoreUnknown", "true"},
 			{"K8S_POD_NAMESPACE", p.Namespace},
@@ -86,7 +94,8 @@ func (r *cniRunner) add(ctx context.Context, p *Pod) error {
 	if err != nil {
 		return err
 	}
-	p.cniID = fmt.Sprintf("aeth-%d-%s-%s", r.c.id, p.Namespace, p.Name)
+	p.adds++
+	p.cniID = fmt.Sprintf("aeth-%d-c%d-%s-%s-%d", os.Getpid(), r.c.id, p.Namespace, p.Name, p.adds)
 	node := r.c.Node(p.Node)
 	err = node.NS.Do(func() error {
 		_, err := r.conf.AddNetworkList(ctx, list, r.runtimeConf(p))
@@ -113,4 +122,43 @@ func (r *cniRunner) del(ctx context.Context, p *Pod) error {
 		return fmt.Errorf("CNI DEL for pod %s on node %s: %w", p.Key(), p.Node, err)
 	}
 	return nil
+}
+
+// DelPod runs CNI DEL for pod p, as a runtime does when the pod's sandbox
+// goes: its interface and capture rules go, and its node's agent is told.
+// The namespace and the backend in it stay, for AddPod.
+func (c *Cluster) DelPod(ctx context.Context, p *Pod) error {
+	if p.cniID == "" {
+		return fmt.Errorf("pod %s has no attachment to delete", p.Key())
+	}
+	return c.cni.del(ctx, p)
+}
+
+// AddPod runs CNI ADD for pod p under a new container ID, as a runtime does
+// for a pod's new sandbox; it fails when p is attached already.
+func (c *Cluster) AddPod(ctx context.Context, p *Pod) error {
+	if p.cniID != "" {
+		return fmt.Errorf("pod %s is attached already (%s)", p.Key(), p.cniID)
+	}
+	return c.cni.add(ctx, p)
+}
+
+// HandoffRecord reads the record of pod p's current attachment from its
+// node's handoff directory, what the node's agent re-learns on a restart.
+// found is false when p has no attachment or the attachment no record.
+func (c *Cluster) HandoffRecord(p *Pod) (rec handoff.Pod, found bool, err error) {
+	if p.cniID == "" {
+		return handoff.Pod{}, false, nil
+	}
+	pods, bad, err := handoff.StateDir(c.Node(p.Node).HandoffSocket).Read()
+	if err = errors.Join(append(bad, err)...); err != nil {
+		return handoff.Pod{}, false, fmt.Errorf("node %s's handoff records: %w", p.Node, err)
+	}
+	ref := handoff.Ref{ContainerID: p.cniID, IfName: podIfName}
+	for _, r := range pods {
+		if r.Ref == ref {
+			return r, true, nil
+		}
+	}
+	return handoff.Pod{}, false, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -187,23 +188,14 @@ func (c *Cluster) startBackends(ctx context.Context, st *registry.State) error {
 	return nil
 }
 
+// startMesh starts each node's agent and proxy and waits until every agent
+// takes the CNI's calls.
 func (c *Cluster) startMesh(ctx context.Context) error {
 	for _, n := range c.nodes {
-		state := filepath.Join(c.RunDir, "nodes", n.Name+".state")
-		if err := os.MkdirAll(state, 0o755); err != nil {
-			return fmt.Errorf("failed to create state dir %q: %w", state, err)
-		}
-		var err error
-		n.agent, err = c.start(n.NS, "agent~"+n.Name, filepath.Join(c.cfg.Bin.Dir, "aether-agent"),
-			"--node", n.Name,
-			"--registry-file", c.RegistryFile,
-			"--listen", n.XDS,
-			"--metrics-addr", n.AgentMetrics.String(),
-			"--state-dir", state,
-			"--capture-mode", string(c.Mode))
-		if err != nil {
+		if err := c.StartAgent(ctx, n); err != nil {
 			return err
 		}
+		var err error
 		n.proxy, err = c.start(n.NS, "proxy~"+n.Name, filepath.Join(c.cfg.Bin.Dir, "aether-proxy"),
 			"--node", n.Name,
 			"--xds", n.XDS,
@@ -212,10 +204,57 @@ func (c *Cluster) startMesh(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, n := range c.nodes {
-		if err := c.WaitProxyReady(ctx, n, 30*time.Second); err != nil {
-			return err
+	return nil
+}
+
+// StartAgent starts node n's agent and returns once it answers on its
+// metrics address, which it binds after its handoff socket: the CNI's calls
+// reach it from then on. The agent keeps its state dir across restarts.
+func (c *Cluster) StartAgent(ctx context.Context, n *Node) error {
+	if n.agent != nil && !n.agent.exited() {
+		return fmt.Errorf("the agent of node %s is already running", n.Name)
+	}
+	state := filepath.Join(c.RunDir, "nodes", n.Name+".state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		return fmt.Errorf("failed to create state dir %q: %w", state, err)
+	}
+	p, err := c.start(n.NS, "agent~"+n.Name, filepath.Join(c.cfg.Bin.Dir, "aether-agent"),
+		"--node", n.Name,
+		"--registry-file", c.RegistryFile,
+		"--handoff-socket", n.HandoffSocket,
+		"--listen", n.XDS,
+		"--metrics-addr", n.AgentMetrics.String(),
+		"--state-dir", state,
+		"--capture-mode", string(c.Mode))
+	if err != nil {
+		return err
+	}
+	n.agent = p
+	err = poll(ctx, 30*time.Second, func() (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("agent of node %s exited: %v\n%s", n.Name, p.err, tail(p.log, 10))
 		}
+		_, err := n.Get(ctx, n.AgentMetrics, "/metrics")
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("agent of node %s not serving: %w", n.Name, err)
+	}
+	return nil
+}
+
+// StopAgent stops node n's agent (SIGTERM), leaving its proxy running on
+// the configuration it last received, as a node whose agent restarts does.
+func (c *Cluster) StopAgent(n *Node) error {
+	if n.agent == nil {
+		return fmt.Errorf("node %s has no agent", n.Name)
+	}
+	err := n.agent.stop()
+	c.mu.Lock()
+	c.procs = slices.DeleteFunc(c.procs, func(p *proc) bool { return p == n.agent })
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("stopping the agent of node %s: %w", n.Name, err)
 	}
 	return nil
 }
@@ -353,6 +392,13 @@ func (c *Cluster) expectedListeners(nodeName string) ([]string, error) {
 	c.mu.Lock()
 	sc := cloneScenario(c.scenario)
 	c.mu.Unlock()
+	// The agent knows the netns of the pods the CNI handed over, which are
+	// those with an attachment now.
+	for i := range sc.Pods {
+		if p := c.Pod(orDefault(sc.Pods[i].Namespace, "default"), sc.Pods[i].Name); p != nil && p.cniID != "" {
+			sc.Pods[i].Netns = p.NS.Path
+		}
+	}
 	st, err := sc.State(c.RegistryFile)
 	if err != nil {
 		return nil, err

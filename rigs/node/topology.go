@@ -32,10 +32,11 @@ func (c *Cluster) buildTopology(st *registry.State) error {
 	}
 	for i, sn := range st.Nodes {
 		n := &Node{Name: sn.Name, Index: i,
-			Underlay:     netip.AddrFrom4([4]byte{10, 243, 0, byte(i + 1)}),
-			AgentMetrics: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), agentMetricsPort),
-			ProxyMetrics: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), proxyMetricsPort),
-			XDS:          "unix://" + filepath.Join(c.RunDir, "nodes", sn.Name+".xds.sock"),
+			Underlay:      netip.AddrFrom4([4]byte{10, 243, 0, byte(i + 1)}),
+			AgentMetrics:  netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), agentMetricsPort),
+			ProxyMetrics:  netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), proxyMetricsPort),
+			XDS:           "unix://" + filepath.Join(c.RunDir, "nodes", sn.Name+".xds.sock"),
+			HandoffSocket: filepath.Join(c.RunDir, "nodes", sn.Name, "cni.sock"),
 		}
 		if n.NS, err = netns.Create(c.tag(sn.Name)); err != nil {
 			return err

@@ -7,6 +7,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -186,12 +187,50 @@ func decode(path string, b []byte) (*Manifest, error) {
 	var m Manifest
 	strict, err := kjson.UnmarshalStrict(js, &m)
 	if err != nil {
+		if field := badTime(js); field != "" {
+			return nil, fmt.Errorf("soak manifest %s: field %s: %w", path, field, err)
+		}
 		return nil, fmt.Errorf("soak manifest %s: %w", path, err)
 	}
 	if len(strict) > 0 {
 		return nil, fmt.Errorf("soak manifest %s: %w", path, errors.Join(strict...))
 	}
 	return &m, nil
+}
+
+// badTime returns the path of the first start or end that is not an
+// RFC 3339 time, or "". The decoder's own error names the value but not
+// which of the manifest's many starts and ends holds it.
+func badTime(js []byte) string {
+	var doc struct {
+		Start, End any
+		Windows    []struct{ Start, End any }
+		Excluded   []struct{ Start, End any }
+	}
+	if json.Unmarshal(js, &doc) != nil {
+		return ""
+	}
+	type field struct {
+		path string
+		v    any
+	}
+	fields := []field{{"start", doc.Start}, {"end", doc.End}}
+	for i, w := range doc.Windows {
+		fields = append(fields, field{fmt.Sprintf("windows[%d].start", i), w.Start}, field{fmt.Sprintf("windows[%d].end", i), w.End})
+	}
+	for i, x := range doc.Excluded {
+		fields = append(fields, field{fmt.Sprintf("excluded[%d].start", i), x.Start}, field{fmt.Sprintf("excluded[%d].end", i), x.End})
+	}
+	for _, f := range fields {
+		if s, ok := f.v.(string); ok {
+			if _, err := time.Parse(time.RFC3339, s); err != nil {
+				return f.path
+			}
+		} else if f.v != nil {
+			return f.path
+		}
+	}
+	return ""
 }
 
 // FileNames are the names a soak folder's manifest may have.

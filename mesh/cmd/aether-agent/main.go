@@ -3,8 +3,16 @@
 // node's proxy over delta ADS.
 //
 //	aether-agent --node node-a --registry-file scenario.yaml \
+//	    --handoff-socket /run/aether/cni.sock \
 //	    --listen unix:///run/aether/xds.sock --metrics-addr 127.0.0.1:15090 \
 //	    --state-dir /var/lib/aether-agent --capture-mode tproxy
+//
+// With --handoff-socket, a pod's netns path comes only from the CNI's
+// handoff (package handoff): the agent binds capture listeners for the pods
+// aether-cni handed over on that socket, and for no other, whatever the
+// registry says. The Kubernetes source gives no netns paths, so with
+// --kubeconfig the handoff is always on, on handoff.DefaultSocket (the
+// CNI's default agentSocket) unless --handoff-socket names another.
 package main
 
 import (
@@ -25,6 +33,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/handoff"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/registry/kube"
 )
@@ -50,6 +59,7 @@ func run() error {
 		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
 		transport    = flag.String("mesh-transport", string(agent.TransportAuto), "auto: HTTP/3 over per-source QUIC twins wherever eligible; h2: the HTTP/2 floor everywhere")
+		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
 	)
@@ -67,6 +77,7 @@ func run() error {
 	if len(listen) == 0 {
 		return errors.New("at least one --listen address is required")
 	}
+	*handoffSock = handoffSocket(*handoffSock, *kubeconfig)
 	cm, err := constants.ParseCaptureMode(*mode)
 	if err != nil {
 		return fmt.Errorf("--capture-mode: %w", err)
@@ -97,6 +108,15 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// The handoff socket is bound before the xDS and debug listeners, so an
+	// agent that answers on /metrics already takes the CNI's calls.
+	var ho *handoff.Server
+	if *handoffSock != "" {
+		if ho, err = handoff.Listen(*handoffSock, logger); err != nil {
+			return err
+		}
+		defer ho.Close()
+	}
 	var lis []net.Listener
 	for _, spec := range listen {
 		l, err := agent.Listen(spec)
@@ -109,7 +129,7 @@ func run() error {
 		lis = append(lis, l)
 	}
 	gs := a.NewGRPCServer(ctx)
-	errc := make(chan error, len(lis)+2)
+	errc := make(chan error, len(lis)+3)
 	for _, l := range lis {
 		logger.Info("serving delta ADS", "node", *node, "addr", l.Addr().String())
 		go func(l net.Listener) { errc <- gs.Serve(l) }(l)
@@ -126,6 +146,10 @@ func run() error {
 				errc <- err
 			}
 		}()
+	}
+	if *handoffSock != "" {
+		go func() { errc <- ho.Serve(ctx) }()
+		src = registry.WithHandoff(src, ho)
 	}
 	go func() { errc <- a.Run(ctx, src) }()
 
@@ -145,4 +169,14 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// handoffSocket is the handoff socket to serve: the flag's, else with the
+// Kubernetes source, whose pods would otherwise have no netns path and so
+// no listener, the CNI's default agentSocket.
+func handoffSocket(flagValue, kubeconfig string) string {
+	if flagValue == "" && kubeconfig != "" {
+		return handoff.DefaultSocket
+	}
+	return flagValue
 }

@@ -21,6 +21,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,19 +44,40 @@ type config struct {
 }
 
 func main() {
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aether-gate: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(run(c, os.Stdout, os.Stderr))
+}
+
+// parseFlags reads the flags. The gate takes no arguments: a directory
+// given without -dir would otherwise be ignored and the default judged.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
-	flag.StringVar(&c.dir, "dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
-	flag.BoolVar(&c.requireSoak, "require-soak", false, "fail when no soak grade is present")
-	require := flag.String("require", "", "comma-separated suite names that must each have a result")
-	flag.StringVar(&c.build, "build", "", "the full git revision every result must have judged (default: the first suite result's)")
-	flag.BoolVar(&c.allowDirty, "allow-dirty", false, "accept results of the build made with uncommitted changes")
-	flag.Parse()
+	fs := flag.NewFlagSet("aether-gate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.dir, "dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
+	fs.BoolVar(&c.requireSoak, "require-soak", false, "fail when no soak grade is present")
+	require := fs.String("require", "", "comma-separated suite names that must each have a result")
+	fs.StringVar(&c.build, "build", "", "the full git revision every result must have judged (default: the first suite result's)")
+	fs.BoolVar(&c.allowDirty, "allow-dirty", false, "accept results of the build made with uncommitted changes")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q: give the report directory as -dir %s", fs.Arg(0), fs.Arg(0))
+	}
 	for _, n := range strings.Split(*require, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			c.required = append(c.required, n)
 		}
 	}
-	os.Exit(run(c, os.Stdout, os.Stderr))
+	return c, nil
 }
 
 // gate accumulates what the run found.
@@ -115,6 +137,9 @@ func (g *gate) suites(files []string) int {
 	for _, f := range files {
 		r, err := results.Load(f)
 		if err != nil {
+			// Results are written as <suite>.json: an unreadable one is
+			// that suite's failure, not a second, missing suite.
+			seen[strings.TrimSuffix(filepath.Base(f), ".json")] = true
 			g.failf("%v", err)
 			g.failedSuites++
 			continue

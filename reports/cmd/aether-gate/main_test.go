@@ -263,3 +263,35 @@ func TestSoakGradedByAnotherBuildFails(t *testing.T) {
 	}
 	wantAll(t, "unstamped grade", out, p+": the grade records no build (AETHER_BUILD_REVISION is unset)")
 }
+
+// A suite result that cannot be read fails as that suite, once: it is not
+// also counted as a required suite that wrote nothing.
+func TestUnreadableResultCountsOnce(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	if err := os.WriteFile(filepath.Join(dir, "suites", "udproute.json"), []byte(`{"suite": "udrou`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runGate(t, config{dir: dir, build: rev, required: []string{"phase0", "udproute"}})
+	if code != 1 {
+		t.Errorf("unreadable result: exit %d\n%s", code, out)
+	}
+	wantAll(t, "unreadable", out, "udproute.json: unexpected end of JSON input", "FAIL: 1 of 2 suite(s)")
+	if strings.Contains(out, "suite udproute wrote no result") {
+		t.Errorf("the unreadable result is also reported missing:\n%s", out)
+	}
+}
+
+// A directory given as an argument instead of -dir is refused, naming
+// the flag, rather than ignored in favour of the default.
+func TestPositionalDirIsRefused(t *testing.T) {
+	var errb bytes.Buffer
+	_, err := parseFlags([]string{"-build", rev, "/tmp/other"}, &errb)
+	if err == nil || !strings.Contains(err.Error(), `unexpected argument "/tmp/other": give the report directory as -dir /tmp/other`) {
+		t.Errorf("positional dir: got %v", err)
+	}
+	c, err := parseFlags([]string{"-dir", "d", "-require", "phase0, udproute", "-allow-dirty"}, &errb)
+	if err != nil || c.dir != "d" || strings.Join(c.required, "|") != "phase0|udproute" || !c.allowDirty {
+		t.Errorf("flags: got %+v, %v", c, err)
+	}
+}

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,11 +23,28 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "reports", "directory for runs/ and index.html")
-	soaks := flag.String("soaks", "fixtures/soaks", "directory holding one folder per soak, each with manifest.yaml or manifest.json")
-	suites := flag.String("suites", "reports/latest/suites", "suite results to include (skipped when absent)")
-	flag.Parse()
-	os.Exit(run(*out, *soaks, *suites, os.Stdout, os.Stderr))
+	os.Exit(runArgs(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runArgs reads the flags and runs. The command takes no arguments: a
+// directory given without its flag would otherwise be ignored and the
+// default rendered in its place.
+func runArgs(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aether-report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "reports", "directory for runs/ and index.html")
+	soaks := fs.String("soaks", "fixtures/soaks", "directory holding one folder per soak, each with manifest.yaml or manifest.json")
+	suites := fs.String("suites", "reports/latest/suites", "suite results to include (skipped when absent)")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "aether-report: unexpected argument %q: directories are given with -out, -soaks and -suites\n", fs.Arg(0))
+		return 2
+	}
+	return run(*out, *soaks, *suites, stdout, stderr)
 }
 
 func run(out, soaks, suitesDir string, stdout, stderr io.Writer) int {

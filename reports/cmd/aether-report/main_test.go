@@ -103,3 +103,17 @@ func TestReportReadsJSONManifests(t *testing.T) {
 		t.Fatalf("the JSON manifest's soak was not reported: %v", err)
 	}
 }
+
+// A directory given as an argument is refused, naming the flags, rather
+// than ignored while the defaults are rendered.
+func TestArgumentWithoutItsFlagIsRefused(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runArgs([]string{"-out", t.TempDir(), "my-soaks"}, &stdout, &stderr)
+	want := `aether-report: unexpected argument "my-soaks": directories are given with -out, -soaks and -suites`
+	if code != 2 || strings.TrimSpace(stderr.String()) != want {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("rendered although the command line was refused:\n%s", stdout.String())
+	}
+}

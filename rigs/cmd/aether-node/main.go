@@ -86,6 +86,8 @@ type NodeState struct {
 	// AgentMetrics and ProxyMetrics listen on the node netns's loopback.
 	AgentMetrics string `json:"agentMetrics"`
 	ProxyMetrics string `json:"proxyMetrics"`
+	// HandoffSocket is where the node's agent takes pods from aether-cni.
+	HandoffSocket string `json:"handoffSocket,omitempty"`
 }
 
 type PodState struct {
@@ -184,8 +186,9 @@ func up(args []string) error {
 	if s, err := readState(runDir); err == nil && alive(s.PID) {
 		return fmt.Errorf("a cluster is already up in %s (pid %d); run aether-node down first", runDir, s.PID)
 	}
-	if mode == "none" {
-		mode = ""
+	capture, err := captureMode(mode)
+	if err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -198,7 +201,7 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: constants.CaptureMode(mode), RunDir: runDir,
+	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
 		if created {
@@ -211,6 +214,7 @@ func up(args []string) error {
 		ns := NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String()}
 		if c.Mode != node.NoMesh {
 			ns.AgentMetrics, ns.ProxyMetrics = n.AgentMetrics.String(), n.ProxyMetrics.String()
+			ns.HandoffSocket = n.HandoffSocket
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}
@@ -229,6 +233,18 @@ func up(args []string) error {
 	cerr := c.Close()
 	_ = os.Remove(statePath)
 	return errors.Join(cerr, netns.LeakCheck())
+}
+
+// captureMode reads --mode. It is checked here, where "none" is a valid
+// answer, so a typo is refused naming all three before anything is built.
+func captureMode(flag string) (constants.CaptureMode, error) {
+	switch m := constants.CaptureMode(flag); m {
+	case constants.CaptureTProxy, constants.CaptureRedirect:
+		return m, nil
+	case "none":
+		return node.NoMesh, nil
+	}
+	return "", fmt.Errorf("unknown --mode %q (want tproxy, redirect or none)", flag)
 }
 
 // removeEmptyDirs removes dir and the directories under it when none of
@@ -257,6 +273,9 @@ func printState(w io.Writer, s *State, live bool) {
 		fmt.Fprintf(w, "  node %-12s netns %-32s underlay %s\n", n.Name, n.Netns, n.Underlay)
 		if n.AgentMetrics != "" {
 			fmt.Fprintf(w, "       metrics (inside netns %s): agent http://%s/metrics, proxy http://%s/metrics\n", n.Netns, n.AgentMetrics, n.ProxyMetrics)
+		}
+		if n.HandoffSocket != "" {
+			fmt.Fprintf(w, "       pods handed over: curl --unix-socket %s http://agent/v1/pods\n", n.HandoffSocket)
 		}
 	}
 	for _, p := range s.Pods {

@@ -39,9 +39,9 @@ func deadPID(t *testing.T) int {
 	return c.Process.Pid
 }
 
-func TestStatusPrintsEachNodesMetricsAddresses(t *testing.T) {
+func TestStatusPrintsEachNodesAddresses(t *testing.T) {
 	s := &State{Scenario: "x.yaml", RunDir: "/r", Nodes: []NodeState{
-		{Name: "n1", Netns: "aeth-1-n1", AgentMetrics: "127.0.0.1:15090", ProxyMetrics: "127.0.0.1:15091"},
+		{Name: "n1", Netns: "aeth-1-n1", AgentMetrics: "127.0.0.1:15090", ProxyMetrics: "127.0.0.1:15091", HandoffSocket: "/r/nodes/n1/cni.sock"},
 		{Name: "n2", Netns: "aeth-1-n2", AgentMetrics: "127.0.0.1:25090", ProxyMetrics: "127.0.0.1:25091"},
 	}}
 	var out bytes.Buffer
@@ -49,6 +49,7 @@ func TestStatusPrintsEachNodesMetricsAddresses(t *testing.T) {
 	for _, want := range []string{
 		"inside netns aeth-1-n1): agent http://127.0.0.1:15090/metrics, proxy http://127.0.0.1:15091/metrics",
 		"inside netns aeth-1-n2): agent http://127.0.0.1:25090/metrics, proxy http://127.0.0.1:25091/metrics",
+		"curl --unix-socket /r/nodes/n1/cni.sock http://agent/v1/pods",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, out.String())
@@ -185,5 +186,18 @@ func TestDownSaysWhatItRemoved(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(netns.BindDir, name)); err == nil {
 			t.Errorf("%s survived down", name)
 		}
+	}
+}
+
+// --mode accepts the three modes the usage names and refuses a typo
+// naming all three; "none" is the rig's network without the mesh.
+func TestCaptureModeNamesEveryMode(t *testing.T) {
+	for flag, want := range map[string]string{"tproxy": "tproxy", "redirect": "redirect", "none": ""} {
+		if m, err := captureMode(flag); err != nil || string(m) != want {
+			t.Errorf("--mode %s: got %q, %v", flag, m, err)
+		}
+	}
+	if _, err := captureMode("tprox"); err == nil || err.Error() != `unknown --mode "tprox" (want tproxy, redirect or none)` {
+		t.Errorf("--mode tprox: got %v", err)
 	}
 }

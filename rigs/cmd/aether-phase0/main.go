@@ -12,8 +12,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,9 +27,30 @@ import (
 )
 
 func main() {
-	report := flag.String("report", "", "directory to write phase0.json into (default $"+redgreen.EnvReportDir+"; none when both are empty)")
-	flag.Parse()
-	os.Exit(run(*report))
+	report, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aether-phase0: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(run(report))
+}
+
+// parseFlags returns -report. The command takes no arguments: a directory
+// given without -report would otherwise be ignored and no result written.
+func parseFlags(args []string, stderr io.Writer) (string, error) {
+	fs := flag.NewFlagSet("aether-phase0", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	report := fs.String("report", "", "directory to write phase0.json into (default $"+redgreen.EnvReportDir+"; none when both are empty)")
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("unexpected argument %q: give the report directory as -report %s", fs.Arg(0), fs.Arg(0))
+	}
+	return *report, nil
 }
 
 func run(reportDir string) int {

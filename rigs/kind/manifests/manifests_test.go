@@ -3,6 +3,7 @@ package manifests
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/aether-mesh/aether/mesh/handoff"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,7 +138,10 @@ func TestAgentDaemonSetCarriesTheMeshsPrivilegesAndMounts(t *testing.T) {
 		}
 	}
 	sock := "unix://" + v.SocketDir + "/agent.sock"
-	for _, want := range []string{"--listen=" + sock, "--capture-mode=tproxy", "--node=$(NODE_NAME)", "--kubeconfig=/etc/aether/kubeconfig"} {
+	// The agent serves the handoff where the CNI (with its default
+	// agentSocket) hands pods over.
+	handoffArg := "--handoff-socket=" + handoff.DefaultSocket
+	for _, want := range []string{"--listen=" + sock, "--capture-mode=tproxy", "--node=$(NODE_NAME)", "--kubeconfig=/etc/aether/kubeconfig", handoffArg} {
 		if !slices.Contains(agent.Args, want) {
 			t.Errorf("agent args %q lack %q", agent.Args, want)
 		}

@@ -35,10 +35,16 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: aether-soak grade [-out DIR] [-suites DIR] MANIFEST | aether-soak grade-all [-out DIR] [-strict] SOAKS")
 }
 
+// misuse names what was wrong with the command line, then the usage.
+func misuse(w io.Writer, format string, a ...any) int {
+	fmt.Fprintf(w, "aether-soak: "+format+"\n", a...)
+	usage(w)
+	return 2
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
-		return 2
+		return misuse(stderr, "no command given")
 	}
 	switch args[0] {
 	case "grade":
@@ -46,16 +52,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		out := fs.String("out", filepath.Join("reports", "latest", "soaks"), "directory to write the soak's report folder into")
 		suitesDir := fs.String("suites", "reports/latest/suites", "suite results to add to the page (skipped when absent)")
-		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		if err := fs.Parse(args[1:]); err != nil {
 			usage(stderr)
 			return 2
+		}
+		if fs.NArg() != 1 {
+			return misuse(stderr, "grade takes one MANIFEST, got %d argument(s)", fs.NArg())
 		}
 		suites, err := render.LoadSuites(*suitesDir)
 		if err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}
-		g, err := gradeOne(fs.Arg(0), *out, suites, stdout)
+		g, _, err := gradeOne(fs.Arg(0), *out, suites, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
@@ -69,64 +78,63 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		out := fs.String("out", "reports/runs", "directory to write one report folder per soak into")
 		strict := fs.Bool("strict", false, "exit 1 when any soak did not pass")
-		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		if err := fs.Parse(args[1:]); err != nil {
 			usage(stderr)
 			return 2
+		}
+		if fs.NArg() != 1 {
+			return misuse(stderr, "grade-all takes one SOAKS folder, got %d argument(s)", fs.NArg())
 		}
 		manifests, err := manifest.Find(fs.Arg(0))
 		if err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}
-		var grades []*grade.Grade
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "soak\tverdict\treason\treport")
 		code := 0
 		for _, m := range manifests {
-			g, err := gradeOne(m, *out, nil, io.Discard)
+			g, report, err := gradeOne(m, *out, nil, io.Discard)
 			if err != nil {
 				fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 				code = 2
 				continue
 			}
-			grades = append(grades, g)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Soak, g.Verdict, g.Reason, report)
 			if *strict && g.Verdict != grade.Pass && code == 0 {
 				code = 1
 			}
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "soak\tverdict\treason")
-		for _, g := range grades {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Soak, g.Verdict, g.Reason)
-		}
 		tw.Flush()
 		return code
 	default:
-		usage(stderr)
-		return 2
+		return misuse(stderr, "unknown command %q (want grade or grade-all)", args[0])
 	}
 }
 
-// gradeOne grades the soak at path and writes its report into
-// root/<folder> (manifest.Folder).
-func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*grade.Grade, error) {
+// gradeOne grades the soak at path, writes its report into root/<folder>
+// (manifest.Folder) and returns the grade and the report page's path.
+func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*grade.Grade, string, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	g, err := grade.Run(m)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// The release gate takes a grade only from the build it gates.
 	g.Build = results.Stamp()
 	folder, err := m.Folder()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := filepath.Join(root, folder)
 	if err := render.WriteSoak(out, g, suites); err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	report := filepath.Join(out, "report.html")
 	fmt.Fprint(stdout, render.Text(g))
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(out, "report.html"))
-	return g, nil
+	fmt.Fprintf(stdout, "report: %s\n", report)
+	return g, report, nil
 }

@@ -46,6 +46,16 @@ func TestGradeAll(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
 	}
+	// Each row says where its report went: the soak's name is not its
+	// folder's, so the table is the only place that links the two.
+	for _, want := range []string{
+		filepath.Join(out, "2026-09-28-rev247-same-build-ab", "report.html"),
+		filepath.Join(out, "2026-09-30-resoak-1.0.13-84fb413", "report.html"),
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
 	dirs, _ := filepath.Glob(filepath.Join(out, "*", "report.html"))
 	if len(dirs) != 4 {
 		t.Errorf("%d reports written, want 4", len(dirs))
@@ -141,5 +151,24 @@ func TestGradeFilesTheReportUnderTheSoakFolder(t *testing.T) {
 	}
 	if got, _ := filepath.Glob(filepath.Join("reports", "latest", "soaks", "*")); len(got) != 1 {
 		t.Errorf("report folders %v, want exactly the soak folder's", got)
+	}
+}
+
+// A mistyped command line says what was wrong before the usage.
+func TestMisuseNamesTheMistake(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "aether-soak: no command given"},
+		{[]string{"grad", "m.yaml"}, `aether-soak: unknown command "grad" (want grade or grade-all)`},
+		{[]string{"grade"}, "aether-soak: grade takes one MANIFEST, got 0 argument(s)"},
+		{[]string{"grade", "a/manifest.yaml", "b/manifest.yaml"}, "aether-soak: grade takes one MANIFEST, got 2 argument(s)"},
+		{[]string{"grade-all"}, "aether-soak: grade-all takes one SOAKS folder, got 0 argument(s)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr); code != 2 || !strings.HasPrefix(stderr.String(), tc.want+"\nusage: ") {
+			t.Errorf("%q: exit %d, stderr:\n%s\nwant it to start with %q and the usage", tc.args, code, stderr.String(), tc.want)
+		}
 	}
 }

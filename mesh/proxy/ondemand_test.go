@@ -3,16 +3,20 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy"
+	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -113,5 +117,51 @@ func TestOnDemandTwinAgainstTheAgent(t *testing.T) {
 	}
 	if n := counter(t, reg, "aether_agent_odcds_admitted_total", "", ""); n != 1 {
 		t.Fatalf("agent admitted %v, want 1", n)
+	}
+}
+
+// TestTwinSharingItsBaseEDSNameStalls is #1008 at the proxy: a twin added
+// after its base cluster's EDS name was subscribed and answered, and
+// naming that same EDS resource, gets no EDS response (the subscription
+// did not change), so it never warms and its request fails at the
+// on_demand timeout. The subject, a twin with its own EDS name, warms at
+// once.
+func TestTwinSharingItsBaseEDSNameStalls(t *testing.T) {
+	const base = "tcp:svc-a.demo"
+	ep := netip.MustParseAddrPort("10.244.2.10:18008")
+	for _, c := range []struct {
+		name, twin, eds string
+		warms           bool
+	}{
+		{"control: the base's EDS name", "quic:svc-a.demo@c.demo", base, false},
+		{"subject: its own EDS name", "quic:svc-a.demo@c.demo", "quic:svc-a.demo@c.demo", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := proxytest.NewServer(t)
+			snap := map[resource.Type][]types.Resource{
+				resource.ClusterType:  {proxytest.EDSCluster(base)},
+				resource.EndpointType: {proxytest.Assignment(base, ep)},
+			}
+			srv.Set(t, node, snap)
+			p := runProxy(t, srv)
+			p.OnDemand().Timeout = 300 * time.Millisecond
+			if err := p.OnDemand().Await(context.Background(), base); err != nil {
+				t.Fatalf("base cluster: %v", err)
+			}
+			twin := proxytest.EDSCluster(c.twin)
+			twin.EdsClusterConfig.ServiceName = c.eds
+			snap[resource.ClusterType] = append(snap[resource.ClusterType], twin)
+			if c.eds != base {
+				snap[resource.EndpointType] = append(snap[resource.EndpointType], proxytest.Assignment(c.eds, ep))
+			}
+			srv.Set(t, node, snap)
+			err := p.OnDemand().Await(context.Background(), c.twin)
+			if c.warms && err != nil {
+				t.Fatalf("twin with its own EDS name: %v", err)
+			}
+			if !c.warms && !errors.Is(err, ondemand.ErrTimeout) {
+				t.Fatalf("control broken: twin sharing the base's EDS name = %v, want the on_demand timeout", err)
+			}
+		})
 	}
 }

@@ -78,3 +78,13 @@ func isLabel(s string) bool {
 // QUICTransportSocket is Envoy's QUIC transport socket: a listener's
 // QuicDownstreamTransport and a cluster's QuicUpstreamTransport.
 const QUICTransportSocket = "envoy.transport_sockets.quic"
+
+// The twin selection route: a MatcherClusterSpecifier on the source
+// identity in filter state, one ClusterAction per local account.
+const (
+	MatcherClusterSpecifier = "envoy.router.cluster_specifier_plugin.matcher"
+	FilterStateInput        = "envoy.matching.inputs.filter_state"
+	// ClusterAction names a MatcherClusterSpecifier arm's action, whose
+	// typed config is a ClusterAction.
+	ClusterAction = "cluster"
+)

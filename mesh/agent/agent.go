@@ -25,6 +25,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/agent/validate"
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -44,6 +45,19 @@ type Options struct {
 	// Registerer receives the agent's metrics; nil means a private
 	// registry, never the global one.
 	Registerer prometheus.Registerer
+	// HTTP, when set, serves the mTLS HTTP/2 path: SDS from HTTP.Identities
+	// and the 18008/18081 listeners (ARCHITECTURE.md, "The mTLS HTTP/2 path").
+	HTTP *HTTPPath
+	// Issuer, when set, is told the node's accounts before every build,
+	// so that HTTP.Identities holds their SVIDs (the embedded CA's
+	// rotator). A Workload API source that already serves them needs none.
+	Issuer Issuer
+}
+
+// Issuer keeps an SVID current in the identity source for each account it
+// is given, and stops for those it no longer is.
+type Issuer interface {
+	Keep(accounts []identity.Account) error
 }
 
 // Agent owns one node's snapshot.
@@ -71,6 +85,8 @@ type Agent struct {
 	lastErr error
 	// restored: current came from the state dir, not from a build.
 	restored bool
+	// last is the last State applied: an identity change rebuilds it.
+	last *registry.State
 	// state is the registry view of the last publish, which on-demand
 	// twins are admitted against; pairs and twins are the pairs that
 	// dialled and the twins served for them (odcds.go).
@@ -106,6 +122,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
 		pairs: pairs{}, twins: map[string]servedTwin{}}
+	a.builder.HTTP = opts.HTTP
 	a.mux = &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
@@ -280,6 +297,12 @@ func (a *Agent) Apply(st *registry.State) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	version := fmt.Sprintf("v%d", a.serial+1)
+	a.last = st
+	if a.opts.Issuer != nil {
+		if err := a.opts.Issuer.Keep(LocalAccounts(st, a.opts.Node)); err != nil {
+			return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "identity", Err: err})
+		}
+	}
 	out, err := a.builder.Build(st, version)
 	if err != nil {
 		// The builder starts over; its next build is a full one.
@@ -344,15 +367,36 @@ func (a *Agent) RegistryError(err error) error {
 
 // Run applies every update from src until ctx ends. Refusals are logged and
 // counted, never fatal: the data plane keeps its last good configuration.
+// An identity change (a rotated SVID, a new bundle) rebuilds the last
+// State, so the new secrets are pushed on the same stream.
 func (a *Agent) Run(ctx context.Context, src registry.Source) error {
-	for u := range src.Watch(ctx) {
-		if u.Err != nil {
-			_ = a.RegistryError(u.Err)
-			continue
-		}
-		_ = a.Apply(u.State)
+	var changed <-chan struct{}
+	if a.opts.HTTP != nil {
+		ch, cancel := a.opts.HTTP.Identities.Subscribe()
+		defer cancel()
+		changed = ch
 	}
-	return ctx.Err()
+	updates := src.Watch(ctx)
+	for {
+		select {
+		case u, ok := <-updates:
+			if !ok {
+				return ctx.Err()
+			}
+			if u.Err != nil {
+				_ = a.RegistryError(u.Err)
+				continue
+			}
+			_ = a.Apply(u.State)
+		case <-changed:
+			a.mu.Lock()
+			st := a.last
+			a.mu.Unlock()
+			if st != nil {
+				_ = a.Apply(st)
+			}
+		}
+	}
 }
 
 // ConfigDump is the published snapshot as JSON (the /debug/config page).
@@ -365,7 +409,9 @@ func (a *Agent) ConfigDump() ([]byte, error) {
 }
 
 func (a *Agent) writeState(out *Output, version string) error {
-	b, err := DumpResources(a.opts.Node, a.opts.Mode, version, out.Resources)
+	// The state file keeps the secrets whole (a restart serves them), so
+	// it is readable by the agent alone.
+	b, err := dumpResources(a.opts.Node, a.opts.Mode, version, out.Resources, false)
 	if err != nil {
 		return err
 	}
@@ -373,7 +419,7 @@ func (a *Agent) writeState(out *Output, version string) error {
 		return fmt.Errorf("failed to create state dir %q: %w", a.opts.StateDir, err)
 	}
 	tmp := filepath.Join(a.opts.StateDir, ".last-good.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("failed to write %q: %w", tmp, err)
 	}
 	dst := filepath.Join(a.opts.StateDir, LastGoodFile)

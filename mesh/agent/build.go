@@ -51,6 +51,10 @@ type Changes struct {
 type Builder struct {
 	Node string
 	Mode constants.CaptureMode
+	// HTTP, when set, adds the mTLS HTTP/2 path (httppath.go).
+	HTTP *HTTPPath
+	// httpPrev is the last build's mTLS path resources by type and name.
+	httpPrev map[resource.Type]map[string]types.Resource
 
 	seed maphash.Seed
 	warm bool
@@ -146,6 +150,7 @@ func (b *Builder) reset() {
 	b.pods = map[registry.Key]*podEntry{}
 	b.udpFP, b.udpFilter, b.udpArms, b.udpNoMatch = 0, nil, nil, ""
 	b.chains, b.chainsFP = nil, 0
+	b.httpPrev = nil
 	for i := range b.idx {
 		b.idx[i] = typeIndex{items: map[string]types.Resource{}, changed: true}
 	}
@@ -187,6 +192,9 @@ func (b *Builder) Build(st *registry.State, version string) (out *Output, err er
 		resource.ClusterType:  b.clusterList,
 		resource.EndpointType: b.claList,
 		resource.ListenerType: b.podListeners(st, udpFilter, out),
+	}
+	if err = b.addHTTPPath(st, deps, out); err != nil {
+		return nil, err
 	}
 	out.Changes = b.takeChanges(full)
 	if full {

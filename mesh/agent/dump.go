@@ -6,10 +6,14 @@ import (
 	"sort"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // ConfigDump is the JSON form of a node's configuration: the golden files,
@@ -24,8 +28,18 @@ type ConfigDump struct {
 // DumpResources renders resources as indented, stable JSON: types and
 // resources in name order, each resource in protojson. protojson varies its
 // whitespace on purpose, so every resource is compacted before the whole is
-// indented once.
+// indented once. Secrets are redacted, as Envoy's config_dump redacts
+// them: their PEM (keys, and certificates that differ every issuance) is
+// replaced by a marker, so /debug/config leaks no key and golden files are
+// stable.
 func DumpResources(node string, mode constants.CaptureMode, version string, res map[resource.Type][]types.Resource) ([]byte, error) {
+	return dumpResources(node, mode, version, res, true)
+}
+
+// Redacted is what a dumped secret's PEM reads.
+const Redacted = "[redacted]"
+
+func dumpResources(node string, mode constants.CaptureMode, version string, res map[resource.Type][]types.Resource, redact bool) ([]byte, error) {
 	d := ConfigDump{Node: node, Mode: mode, Version: version, Resources: map[string][]json.RawMessage{}}
 	for typ, list := range res {
 		type named struct {
@@ -34,6 +48,9 @@ func DumpResources(node string, mode constants.CaptureMode, version string, res 
 		}
 		var items []named
 		for _, r := range list {
+			if s, ok := r.(*tlsv3.Secret); ok && redact {
+				r = redactSecret(s)
+			}
 			b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
 			if err != nil {
 				return nil, fmt.Errorf("failed to encode %s %q: %w", typ, resourceName(r), err)
@@ -88,4 +105,30 @@ func resourceName(r types.Resource) string {
 		return n.GetClusterName()
 	}
 	return ""
+}
+
+// redactSecret is a copy of s with every inline PEM replaced by Redacted.
+func redactSecret(s *tlsv3.Secret) *tlsv3.Secret {
+	c := proto.Clone(s).(*tlsv3.Secret)
+	redact := func(ds *corev3.DataSource) {
+		if ds != nil {
+			ds.Specifier = &corev3.DataSource_InlineString{InlineString: Redacted}
+		}
+	}
+	if tc := c.GetTlsCertificate(); tc != nil {
+		redact(tc.CertificateChain)
+		redact(tc.PrivateKey)
+	}
+	if tc := c.GetValidationContext().GetCustomValidatorConfig().GetTypedConfig(); tc != nil {
+		var cfg tlsv3.SPIFFECertValidatorConfig
+		if tc.UnmarshalTo(&cfg) == nil {
+			for _, td := range cfg.TrustDomains {
+				redact(td.TrustBundle)
+			}
+			if a, err := anypb.New(&cfg); err == nil {
+				c.GetValidationContext().GetCustomValidatorConfig().TypedConfig = a
+			}
+		}
+	}
+	return c
 }

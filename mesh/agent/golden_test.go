@@ -4,10 +4,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aether-mesh/aether/fixtures/golden"
 	"github.com/aether-mesh/aether/mesh/agent/validate"
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
@@ -17,8 +19,9 @@ const (
 )
 
 // TestGoldenSnapshots generates every fixture scenario for every node that
-// has local pods, in both capture modes, checks the gates and compares the
-// protojson dump with fixtures/xds.
+// has local pods, in both capture modes, with the mTLS path on, checks the
+// gates and compares the protojson dump (secrets redacted) with
+// fixtures/xds.
 func TestGoldenSnapshots(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -38,7 +41,9 @@ func TestGoldenSnapshots(t *testing.T) {
 			for _, mode := range []constants.CaptureMode{constants.CaptureTProxy, constants.CaptureRedirect} {
 				name := base + "." + n.Name + "." + string(mode)
 				t.Run(name, func(t *testing.T) {
-					out, err := NewBuilder(n.Name, mode).Build(st, "golden")
+					b := NewBuilder(n.Name, mode)
+					b.HTTP = testHTTPPath(t, st, n.Name)
+					out, err := b.Build(st, "golden")
 					if err != nil {
 						t.Fatalf("build: %v", err)
 					}
@@ -60,4 +65,23 @@ func TestGoldenSnapshots(t *testing.T) {
 	if compared == 0 {
 		t.Fatal("no golden snapshot compared")
 	}
+}
+
+// testHTTPPath is the mTLS path with a fresh embedded CA holding the
+// node's accounts' SVIDs; the dump redacts them, so goldens are stable.
+func testHTTPPath(t testing.TB, st *registry.State, node string) *HTTPPath {
+	t.Helper()
+	ca, err := identity.NewCA(identity.CAConfig{TrustDomain: "aether.test", MeshDomain: "mesh.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := identity.NewStore()
+	rot, err := identity.NewRotator(ca, store, identity.RotatorConfig{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rot.Keep(LocalAccounts(st, node)); err != nil {
+		t.Fatal(err)
+	}
+	return &HTTPPath{TrustDomain: ca.TrustDomain(), MeshDomain: "mesh.test", AccessLog: "/var/log/aether/access-" + node + ".log", Identities: store}
 }

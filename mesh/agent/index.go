@@ -15,10 +15,11 @@ const (
 	clusterIdx = iota
 	endpointIdx
 	listenerIdx
+	secretIdx
 	numTypes
 )
 
-var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType}
+var typeURLs = [numTypes]resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.SecretType}
 
 // typeIndex is one type's name index, the builder's own: touched records
 // the names a build set or deleted, from which the build's Changes are

@@ -15,7 +15,13 @@ import (
 
 func quietAgent(t *testing.T, node, stateDir string) *Agent {
 	t.Helper()
-	a, err := New(Options{Node: node, Mode: constants.CaptureTProxy, StateDir: stateDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return quietHTTPAgent(t, node, stateDir, nil)
+}
+
+// quietHTTPAgent is quietAgent with the mTLS path h (nil: off).
+func quietHTTPAgent(t *testing.T, node, stateDir string, h *HTTPPath) *Agent {
+	t.Helper()
+	a, err := New(Options{Node: node, Mode: constants.CaptureTProxy, StateDir: stateDir, HTTP: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,15 +30,16 @@ func quietAgent(t *testing.T, node, stateDir string) *Agent {
 
 // TestRestartServesLastGood: an agent restarted on the same state dir
 // serves the snapshot it last published (the same resources, passing the
-// gates) before any registry read, keeps it through a failed read, and
-// replaces it with a later version once a read succeeds.
+// gates, its secrets whole) before any registry read, keeps it through a
+// failed read, and replaces it with a later version once a read succeeds.
 func TestRestartServesLastGood(t *testing.T) {
 	dir := t.TempDir()
-	st, err := registry.ParseScenario("two", readFixture(t, "two-udp-services.yaml"))
+	st, err := registry.ParseScenario("mtls", readFixture(t, "mtls.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := quietAgent(t, "node-a", dir)
+	h := testHTTPPath(t, st, "node-a")
+	first := quietHTTPAgent(t, "node-a", dir, h)
 	if first.Restored() {
 		t.Fatal("an empty state dir restored something")
 	}
@@ -43,7 +50,7 @@ func TestRestartServesLastGood(t *testing.T) {
 	}
 	published, version := first.Current()
 
-	second := quietAgent(t, "node-a", dir)
+	second := quietHTTPAgent(t, "node-a", dir, h)
 	got, gotVersion := second.Current()
 	if !second.Restored() || got == nil || gotVersion != version {
 		t.Fatalf("restarted agent serves %v (restored %v), want the last good %s", gotVersion, second.Restored(), version)

@@ -155,3 +155,33 @@ func (r *Rotator) poke() {
 	default:
 	}
 }
+
+// Keep makes the held accounts exactly accounts: it issues for the new
+// ones and drops the others. A bad account is refused, naming it, and
+// changes nothing.
+func (r *Rotator) Keep(accounts []Account) error {
+	for _, a := range accounts {
+		if err := a.validate(); err != nil {
+			return fmt.Errorf("rotator: %w", err)
+		}
+	}
+	want := map[Account]bool{}
+	for _, a := range accounts {
+		want[a] = true
+		if err := r.Add(a); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	var gone []Account
+	for a := range r.held {
+		if !want[a] {
+			gone = append(gone, a)
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range gone {
+		r.Remove(a)
+	}
+	return nil
+}

@@ -308,3 +308,36 @@ func TestRotatedStoreServesOnlyValidSVIDsToConcurrentReaders(t *testing.T) {
 		}
 	})
 }
+
+func TestKeepHoldsExactlyTheAccounts(t *testing.T) {
+	ca, err := NewCA(CAConfig{TrustDomain: "aether.test", MeshDomain: "mesh.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore()
+	r, err := NewRotator(ca, st, RotatorConfig{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := Account{"demo", "a"}, Account{"demo", "b"}
+	if err := r.Keep([]Account{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Keep([]Account{b}); err != nil {
+		t.Fatal(err)
+	}
+	for acct, want := range map[Account]bool{a: false, b: true} {
+		id, _ := ID(ca.TrustDomain(), acct)
+		_, err := st.GetX509SVIDFor(id)
+		if (err == nil) != want {
+			t.Errorf("account %s held: %v, want %v", acct, err == nil, want)
+		}
+	}
+	if err := r.Keep([]Account{b, {"demo", "Bad_Name"}}); err == nil {
+		t.Error("a bad account was accepted")
+	}
+	id, _ := ID(ca.TrustDomain(), b)
+	if _, err := st.GetX509SVIDFor(id); err != nil {
+		t.Errorf("a refused Keep dropped a held account: %v", err)
+	}
+}

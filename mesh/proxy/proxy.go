@@ -40,10 +40,14 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
+	"github.com/aether-mesh/aether/mesh/proxy/secret"
 	"github.com/aether-mesh/aether/mesh/proxy/tcp"
 	"github.com/aether-mesh/aether/mesh/proxy/udp"
 	"github.com/aether-mesh/aether/mesh/proxy/xds"
@@ -104,6 +108,12 @@ type Proxy struct {
 	// onDemand is the on_demand filter's CDS state: told every cluster
 	// that becomes active or goes, it releases the requests paused on it.
 	onDemand *ondemand.Discovery
+
+	// secrets are the SDS secrets; TLS handshakes read them, so an update
+	// needs no listener change. pool and logs serve every HTTP listener.
+	secrets *secret.Store
+	pool    *h2.Pool
+	logs    *h2.LogFiles
 }
 
 // subscriber is the part of the xDS client updates use.
@@ -126,7 +136,11 @@ func New(o Options) *Proxy {
 		opts: o, active: map[string]*cluster.Cluster{}, warming: map[string]*cluster.Cluster{},
 		listeners: map[string]running{}, specs: map[string]*listener.Spec{},
 		listening: make(chan struct{}), breakers: udp.NewBreakers(),
+		secrets: secret.NewStore(),
+		logs:    &h2.LogFiles{},
 	}
+	p.logs.Err = func(err error) { o.Log.Warn("access log write failed", "err", err) }
+	p.pool = &h2.Pool{Store: p.secrets, UpstreamNetns: o.UpstreamNetns, Mark: o.Mark, Metrics: o.Metrics}
 	p.client = &xds.Client{
 		Target: o.XDS, Node: &corev3.Node{Id: o.Node}, Handler: p, Log: o.Log,
 		Observe: o.Metrics.XDS,
@@ -158,6 +172,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if err := p.sub.Subscribe(resource.ClusterType); err != nil {
 		return err
 	}
+	// SDS by wildcard: the agent serves a node only its own accounts'
+	// SVIDs and the bundle (ARCHITECTURE.md, "The mTLS HTTP/2 path", SDS).
+	if err := p.sub.Subscribe(resource.SecretType); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	p.ldsTimer = time.AfterFunc(InitialFetchTimeout, p.requestListeners)
 	p.mu.Unlock()
@@ -177,7 +196,12 @@ func (p *Proxy) Close() {
 		l.close()
 		delete(p.listeners, n)
 	}
+	p.pool.Close()
+	_ = p.logs.Close()
 }
+
+// Secrets is the proxy's SDS store.
+func (p *Proxy) Secrets() *secret.Store { return p.secrets }
 
 // Active implements udp.Clusters and tcp.Clusters.
 func (p *Proxy) Active(name string) *cluster.Cluster {
@@ -215,9 +239,33 @@ func (p *Proxy) OnUpdate(typeURL string, rs []*discoveryv3.Resource, removed []s
 		return p.onEndpoints(rs, removed)
 	case resource.ListenerType:
 		return p.onListeners(rs, removed)
+	case resource.SecretType:
+		return p.onSecrets(rs, removed)
 	default:
 		return fmt.Errorf("type %s is not supported by this data plane", typeURL)
 	}
+}
+
+// onSecrets compiles every secret before any is applied, so a bad one
+// leaves the held set as it was.
+func (p *Proxy) onSecrets(rs []*discoveryv3.Resource, removed []string) error {
+	put := make([]*secret.Secret, 0, len(rs))
+	for _, r := range rs {
+		var s tlsv3.Secret
+		if err := r.GetResource().UnmarshalTo(&s); err != nil {
+			return fmt.Errorf("Secret %q: not a %s: %w", r.GetName(), resource.SecretType, err)
+		}
+		if s.GetName() != r.GetName() {
+			return fmt.Errorf("Secret %q: resource is named %q", s.GetName(), r.GetName())
+		}
+		c, err := secret.FromProto(&s)
+		if err != nil {
+			return err
+		}
+		put = append(put, c)
+	}
+	p.secrets.Apply(put, removed)
+	return nil
 }
 
 func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
@@ -398,10 +446,11 @@ func compileListeners(rs []*discoveryv3.Resource) ([]*listener.Spec, error) {
 	return specs, nil
 }
 
-// running is one listener's socket: a UDP or a TCP listener.
+// running is one listener's socket: a UDP, a TCP or an HTTP listener.
 type running struct {
 	u *udp.Listener
 	t *tcp.Listener
+	h *h2.Listener
 }
 
 func (r running) close() {
@@ -411,8 +460,14 @@ func (r running) close() {
 	if r.t != nil {
 		_ = r.t.Close()
 	}
+	if r.h != nil {
+		_ = r.h.Close()
+	}
 }
 
+// update swaps a kept socket's configuration. A listener whose kind
+// changed (TCP chains to HTTP chains on one address) was given a new
+// socket by planLocked, so the kinds here always agree.
 func (r running) update(s *listener.Spec) {
 	if r.u != nil {
 		r.u.Update(s.UDP)
@@ -420,12 +475,19 @@ func (r running) update(s *listener.Spec) {
 	if r.t != nil {
 		r.t.Update(s.TCP)
 	}
+	if r.h != nil {
+		r.h.Update(s.HTTP)
+	}
 }
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
 	if s.UDP != nil {
 		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		return running{u: u}, err
+	}
+	if s.HTTP != nil {
+		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		return running{h: h}, err
 	}
 	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
 	return running{t: t}, err
@@ -472,7 +534,7 @@ func (p *Proxy) planLocked(specs []*listener.Spec, removed []string) listenerPla
 	for _, s := range specs {
 		updated[s.Name] = true
 		switch old := p.specs[s.Name]; {
-		case old != nil && old.Socket == s.Socket:
+		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil):
 			pl.keep = append(pl.keep, s)
 		case old != nil:
 			pl.gone = append(pl.gone, s.Name)

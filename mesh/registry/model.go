@@ -65,6 +65,24 @@ type ServicePort struct {
 	Port       uint16
 	TargetPort uint16
 	Protocol   Protocol
+	// AppProtocol is Kubernetes' appProtocol. AppProtocolHTTP on a TCP
+	// port puts it on the mTLS HTTP/2 path: apps call it on 18081 by
+	// authority, and its backends serve it on 18008.
+	AppProtocol string
+}
+
+// AppProtocolHTTP marks a TCP service port as HTTP (the mTLS path).
+const AppProtocolHTTP = "http"
+
+// HTTPPort returns the service's first HTTP port: the one its authority on
+// 18081 reaches (the authority carries no port).
+func (s *Service) HTTPPort() (ServicePort, bool) {
+	for _, sp := range s.Ports {
+		if sp.Protocol == ProtocolTCP && sp.AppProtocol == AppProtocolHTTP {
+			return sp, true
+		}
+	}
+	return ServicePort{}, false
 }
 
 // Service is a ClusterIP service.

@@ -27,6 +27,10 @@ func TestScenarioErrorsNameFileObjectField(t *testing.T) {
 	}{
 		{"bad protocol", strings.Replace(base, "protocol: UDP", "protocol: SCTP", 1),
 			[]string{"bad.yaml", `service "ns/s"`, "field ports[0].protocol", `"SCTP"`}},
+		{"appProtocol on UDP", strings.Replace(base, "protocol: UDP", "protocol: UDP, appProtocol: http", 1),
+			[]string{`service "ns/s"`, "field ports[0].appProtocol", "needs protocol TCP"}},
+		{"unknown appProtocol", strings.Replace(base, "protocol: UDP", "appProtocol: grpc", 1),
+			[]string{`service "ns/s"`, "field ports[0].appProtocol", `"grpc"`}},
 		{"bad clusterIP", strings.Replace(base, "clusterIP: 10.96.0.1", "clusterIP: 10.96.0.999", 1),
 			[]string{"bad.yaml", `service "ns/s"`, "field clusterIP"}},
 		{"unknown node", strings.Replace(base, "node: n1, ip: 10.244.0.1", "node: n9, ip: 10.244.0.1", 1),
@@ -84,6 +88,18 @@ endpoints: [{service: s, namespace: ns, addresses: [{ip: 10.244.0.9, wait: 2}]}]
 	// Control: the unbroken base parses, so each case failed on its edit.
 	if _, err := ParseScenario("base.yaml", []byte(base)); err != nil {
 		t.Fatalf("control scenario rejected: %v", err)
+	}
+}
+
+func TestScenarioHTTPPort(t *testing.T) {
+	st, err := ParseScenario("http.yaml", []byte(strings.Replace(base, "{name: d, port: 53, targetPort: 5353, protocol: UDP}",
+		"{name: d, port: 53, targetPort: 5353, protocol: UDP}, {name: raw, port: 9000}, {name: web, port: 8080, targetPort: 7080, appProtocol: http}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, ok := st.Services[0].HTTPPort()
+	if !ok || sp.Name != "web" || sp.TargetPort != 7080 {
+		t.Errorf("HTTPPort = %+v, %v; want web 8080→7080", sp, ok)
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 //	    selector: {app: a}      # endpoints = ready pods of the namespace it selects
 //	    ports:
 //	      - {name: dgram, port: 5000, targetPort: 5001, protocol: UDP}  # protocol TCP|UDP, default TCP; targetPort default port
+//	      - {name: web, port: 8080, targetPort: 7080, appProtocol: http} # appProtocol http: a TCP port on the mTLS HTTP/2 path
 //	endpoints:                  # optional; replaces the selector's endpoints of that service
 //	  - service: svc-a
 //	    namespace: demo
@@ -86,10 +87,11 @@ type ScenarioService struct {
 }
 
 type ScenarioServicePort struct {
-	Name       string `json:"name,omitempty"`
-	Port       int    `json:"port"`
-	TargetPort int    `json:"targetPort,omitempty"`
-	Protocol   string `json:"protocol,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Port        int    `json:"port"`
+	TargetPort  int    `json:"targetPort,omitempty"`
+	Protocol    string `json:"protocol,omitempty"`
+	AppProtocol string `json:"appProtocol,omitempty"`
 }
 
 type ScenarioEndpoints struct {
@@ -333,6 +335,13 @@ func (sc *Scenario) State(file string) (*State, error) {
 			sp := ServicePort{Name: p.Name, Protocol: Protocol(orDefault(p.Protocol, string(ProtocolTCP)))}
 			if sp.Protocol != ProtocolTCP && sp.Protocol != ProtocolUDP {
 				bad("service", obj, f+".protocol", fmt.Errorf("must be TCP or UDP, got %q", p.Protocol))
+			}
+			switch sp.AppProtocol = p.AppProtocol; {
+			case sp.AppProtocol == "":
+			case sp.AppProtocol != AppProtocolHTTP:
+				bad("service", obj, f+".appProtocol", fmt.Errorf("must be %q or absent, got %q", AppProtocolHTTP, p.AppProtocol))
+			case sp.Protocol != ProtocolTCP:
+				bad("service", obj, f+".appProtocol", fmt.Errorf("%q needs protocol TCP, got %s", p.AppProtocol, sp.Protocol))
 			}
 			var err error
 			if sp.Port, err = parsePort(p.Port); err != nil {

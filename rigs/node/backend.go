@@ -23,7 +23,7 @@ import (
 // Record is one line of a backend's record file.
 type Record struct {
 	// Event is "ready" once every socket is bound, "udp" for a datagram,
-	// "tcp" for a connection's first line.
+	// "tcp" for a connection's first line, "http" for a request.
 	Event string    `json:"event"`
 	Time  time.Time `json:"time"`
 	// Port is the local port that received it.
@@ -32,9 +32,14 @@ type Record struct {
 	// upstream socket in the node netns, one per proxy session.
 	Src     string `json:"src,omitempty"`
 	Payload string `json:"payload,omitempty"`
+	// XFCC and Peer are an HTTP request's X-Forwarded-Client-Cert and
+	// the SPIFFE ID the app's own TLS handshake verified.
+	XFCC string `json:"xfcc,omitempty"`
+	Peer string `json:"peer,omitempty"`
 	// UDP and TCP list the bound ports, on the ready line.
-	UDP []int `json:"udp,omitempty"`
-	TCP []int `json:"tcp,omitempty"`
+	UDP  []int `json:"udp,omitempty"`
+	TCP  []int `json:"tcp,omitempty"`
+	HTTP []int `json:"http,omitempty"`
 }
 
 // BackendConfig configures ServeBackend.
@@ -43,6 +48,10 @@ type BackendConfig struct {
 	Record string
 	UDP    []int
 	TCP    []int
+	// HTTP ports serve the HTTP echo (httpecho.go); TLS, when set, its
+	// own mTLS port.
+	HTTP []int
+	TLS  *EchoTLS
 }
 
 type recorder struct {
@@ -85,7 +94,16 @@ func ServeBackend(ctx context.Context, c BackendConfig) error {
 			cl.Close()
 		}
 	}()
-	errc := make(chan error, len(c.UDP)+len(c.TCP))
+	errc := make(chan error, len(c.UDP)+len(c.TCP)+len(c.HTTP)+1)
+	stops, err := c.serveHTTP(rec, errc)
+	defer func() {
+		for _, stop := range stops {
+			_ = stop()
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	for _, port := range c.UDP {
 		pc, err := net.ListenUDP("udp4", &net.UDPAddr{Port: port})
 		if err != nil {
@@ -136,7 +154,7 @@ func ServeBackend(ctx context.Context, c BackendConfig) error {
 			}
 		}()
 	}
-	if err := rec.write(Record{Event: "ready", UDP: c.UDP, TCP: c.TCP}); err != nil {
+	if err := rec.write(Record{Event: "ready", UDP: c.UDP, TCP: c.TCP, HTTP: c.HTTP}); err != nil {
 		return err
 	}
 	select {

@@ -39,6 +39,12 @@ type Config struct {
 	Bin Binaries
 	// Logf, when set, narrates the bring-up.
 	Logf func(format string, args ...any)
+	// AgentArgs are extra flags every aether-agent gets (the mTLS path's
+	// trust and mesh domains, its CA, a control's switch).
+	AgentArgs []string
+	// EchoTLS, when set, is every pod app's own mTLS port (the HTTP
+	// echo's --tls value): the app-to-app baseline of the benchmark.
+	EchoTLS string
 }
 
 // Cluster is a running embedded cluster.
@@ -390,8 +396,9 @@ func (c *Cluster) writeRegistry() error {
 
 // backendPorts is every (protocol, targetPort) a scenario's services name:
 // every pod's backend binds them all, so any pod can become an endpoint of
-// any service while the cluster is up.
-func backendPorts(st *registry.State) (udp, tcp []int) {
+// any service while the cluster is up. A TCP port with appProtocol http is
+// served by the HTTP echo.
+func backendPorts(st *registry.State) (udp, tcp, http []int) {
 	seen := map[string]bool{}
 	for _, s := range st.Services {
 		for _, p := range s.Ports {
@@ -400,16 +407,20 @@ func backendPorts(st *registry.State) (udp, tcp []int) {
 				continue
 			}
 			seen[id] = true
-			if p.Protocol == registry.ProtocolUDP {
+			switch {
+			case p.Protocol == registry.ProtocolUDP:
 				udp = append(udp, int(p.TargetPort))
-			} else {
+			case p.AppProtocol == registry.AppProtocolHTTP:
+				http = append(http, int(p.TargetPort))
+			default:
 				tcp = append(tcp, int(p.TargetPort))
 			}
 		}
 	}
 	sort.Ints(udp)
 	sort.Ints(tcp)
-	return udp, tcp
+	sort.Ints(http)
+	return udp, tcp, http
 }
 
 // Records returns what pod namespace/name's backend has received so far,

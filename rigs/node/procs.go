@@ -152,7 +152,7 @@ func (c *Cluster) binaries() error {
 }
 
 func (c *Cluster) startBackends(ctx context.Context, st *registry.State) error {
-	udp, tcp := backendPorts(st)
+	udp, tcp, http := backendPorts(st)
 	join := func(ports []int) string {
 		s := make([]string, len(ports))
 		for i, p := range ports {
@@ -162,7 +162,10 @@ func (c *Cluster) startBackends(ctx context.Context, st *registry.State) error {
 	}
 	for _, p := range c.pods {
 		argv := []string{c.cfg.Bin.Node, "backend", "--name", p.Name, "--record", p.Record,
-			"--udp", join(udp), "--tcp", join(tcp)}
+			"--udp", join(udp), "--tcp", join(tcp), "--http", join(http)}
+		if c.cfg.EchoTLS != "" {
+			argv = append(argv, "--tls", c.cfg.EchoTLS)
+		}
 		pr, err := c.start(p.NS, "backend~"+p.Namespace+"~"+p.Name, argv...)
 		if err != nil {
 			return err
@@ -218,14 +221,15 @@ func (c *Cluster) StartAgent(ctx context.Context, n *Node) error {
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return fmt.Errorf("failed to create state dir %q: %w", state, err)
 	}
-	p, err := c.start(n.NS, "agent~"+n.Name, filepath.Join(c.cfg.Bin.Dir, "aether-agent"),
+	argv := append([]string{filepath.Join(c.cfg.Bin.Dir, "aether-agent"),
 		"--node", n.Name,
 		"--registry-file", c.RegistryFile,
 		"--handoff-socket", n.HandoffSocket,
 		"--listen", n.XDS,
 		"--metrics-addr", n.AgentMetrics.String(),
 		"--state-dir", state,
-		"--capture-mode", string(c.Mode))
+		"--capture-mode", string(c.Mode)}, c.cfg.AgentArgs...)
+	p, err := c.start(n.NS, "agent~"+n.Name, argv...)
 	if err != nil {
 		return err
 	}
@@ -258,6 +262,9 @@ func (c *Cluster) StopAgent(n *Node) error {
 	}
 	return nil
 }
+
+// ProxyPID is the process id of node n's proxy, for its CPU time.
+func (n *Node) ProxyPID() int { return n.proxy.cmd.Process.Pid }
 
 // WaitProxyReady waits until node n's proxy reports, on its metrics
 // endpoint, every capture listener the agent's generator emits for the node

@@ -40,6 +40,7 @@ const (
 	GateTCPChainsCDS    = "tcp_chains_resolve_cds"
 	GateEDSNames        = "eds_names_resolve"
 	GateSDSNames        = "sds_names_resolve"
+	GateRouteClusters   = "route_clusters_resolve"
 	GateWIPFields       = "wip_fields_pinned"
 	GateUDPSessionLimit = "udp_session_limit"
 )
@@ -112,6 +113,7 @@ func Check(r Resources) error {
 	c.tcpChains()
 	c.edsNames()
 	c.sdsNames()
+	c.routeClusters()
 	c.wipFields()
 	c.udpSessionLimits()
 	c.twins()
@@ -454,6 +456,10 @@ func (c *checker) edsNames() {
 
 // sdsNames: every SDS secret a resource names is in the snapshot. Envoy
 // would wait for it, and a listener or cluster that waits is not serving.
+// Besides SdsSecretConfig references this covers the names the upstream
+// certificate mapper reads from filter state (ARCHITECTURE.md, "The mTLS HTTP/2 path"): a
+// listener stamping an identity with no secret would make every upstream
+// handshake of its connections fail.
 func (c *checker) sdsNames() {
 	secrets := map[string]bool{}
 	for _, res := range c.r[resource.SecretType] {
@@ -465,6 +471,9 @@ func (c *checker) sdsNames() {
 	visit := func(path string, pm protoreflect.Message) []found {
 		if s, ok := pm.Interface().(*tlsv3.SdsSecretConfig); ok && !secrets[s.GetName()] {
 			return []found{{path: path, detail: fmt.Sprintf("names secret %q, which is not in SDS", s.GetName())}}
+		}
+		if name, ok := mapperSecret(pm); ok && !secrets[name] {
+			return []found{{path: path, detail: fmt.Sprintf("stamps identity %q for the certificate mapper, which is not a secret in SDS", name)}}
 		}
 		return nil
 	}

@@ -62,7 +62,9 @@ func run() error {
 		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
+		mt           mtlsFlags
 	)
+	mt.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
 
@@ -100,13 +102,18 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a, err := agent.New(agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg}
+	rotated, err := mt.apply(&opts)
 	if err != nil {
 		return err
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	a, err := agent.New(opts)
+	if err != nil {
+		return err
+	}
 
 	// The handoff socket is bound before the xDS and debug listeners, so an
 	// agent that answers on /metrics already takes the CNI's calls.
@@ -152,6 +159,13 @@ func run() error {
 		src = registry.WithHandoff(src, ho)
 	}
 	go func() { errc <- a.Run(ctx, src) }()
+	if rotated != nil {
+		go func() {
+			if err := rotated.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
 
 	select {
 	case <-ctx.Done():

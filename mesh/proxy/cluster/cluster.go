@@ -4,8 +4,11 @@
 //
 // The implemented subset is the contract's: type EDS over ADS (eds_config
 // ads{}, resource_api_version V3, service_name) or STATIC with an inline
-// load assignment, round-robin load balancing, connect_timeout. Anything
-// else is an error naming the field, for the xDS client to NACK.
+// load assignment, round-robin load balancing, connect_timeout; for the
+// mTLS path (ARCHITECTURE.md, "The mTLS HTTP/2 path") an UpstreamTlsContext transport socket,
+// HTTP/2 as the explicit upstream protocol, and an endpoint socket made in
+// a named netns. Anything else is an error naming the field, for the xDS
+// client to NACK.
 package cluster
 
 import (
@@ -18,9 +21,48 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+	"github.com/aether-mesh/aether/mesh/proxy/mtls"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
+
+// HTTPProtocolOptions is the typed_extension_protocol_options key of the
+// upstream HTTP protocol.
+const HTTPProtocolOptions = xdsnames.HTTPProtocolOptions
+
+// http2Options reads the one protocol option the contract uses: HTTP/2 as
+// the explicit upstream protocol.
+func http2Options(opts map[string]*anypb.Any, path string) (bool, error) {
+	for k, v := range opts {
+		if k != HTTPProtocolOptions {
+			return false, fmt.Errorf("%s[%q]: not supported, only %s", path, k, HTTPProtocolOptions)
+		}
+		kp := fmt.Sprintf("%s[%q]", path, k)
+		var o upstreamhttpv3.HttpProtocolOptions
+		if err := v.UnmarshalTo(&o); err != nil {
+			return false, fmt.Errorf("%s: not an HttpProtocolOptions: %w", kp, err)
+		}
+		if err := fields.Only(&o, kp, "explicit_http_config"); err != nil {
+			return false, err
+		}
+		e := o.GetExplicitHttpConfig()
+		if err := fields.Only(e, kp+".explicit_http_config", "http2_protocol_options"); err != nil {
+			return false, err
+		}
+		if e.GetHttp2ProtocolOptions() == nil {
+			return false, fmt.Errorf("%s.explicit_http_config: only http2_protocol_options is supported", kp)
+		}
+		if err := fields.Only(e.GetHttp2ProtocolOptions(), kp+".explicit_http_config.http2_protocol_options"); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
 
 // Kind is how a cluster learns its endpoints.
 type Kind int
@@ -49,12 +91,20 @@ type Spec struct {
 	// MaxConnections is the DEFAULT priority's max_connections circuit
 	// breaker: at most this many sessions to the cluster at once.
 	MaxConnections uint32
+	// TLS is the upstream transport socket; nil is plaintext.
+	TLS *mtls.Upstream
+	// HTTP2 says HTTP requests go upstream over HTTP/2; otherwise an HTTP
+	// route's requests go as HTTP/1.1, Envoy's default.
+	HTTP2 bool
 }
 
 // Endpoint is one upstream host.
 type Endpoint struct {
 	Addr   netip.AddrPort
 	Weight uint32
+	// Netns is where the upstream socket is made (the inbound cluster's
+	// app on the pod's loopback); empty is the proxy's upstream netns.
+	Netns string
 }
 
 // Assignment is a compiled ClusterLoadAssignment: the hosts a pick may
@@ -70,7 +120,7 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 	if err := c.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy", "circuit_breakers"); err != nil {
+	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy", "circuit_breakers", "transport_socket", "typed_extension_protocol_options"); err != nil {
 		return nil, err
 	}
 	if c.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN {
@@ -84,6 +134,18 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 	if c.GetConnectTimeout() != nil {
 		s.ConnectTimeout = c.GetConnectTimeout().AsDuration()
 	}
+	if ts := c.GetTransportSocket(); ts != nil {
+		u, err := mtls.UpstreamFromProto(ts, path+".transport_socket")
+		if err != nil {
+			return nil, err
+		}
+		s.TLS = u
+	}
+	h2, err := http2Options(c.GetTypedExtensionProtocolOptions(), path+".typed_extension_protocol_options")
+	if err != nil {
+		return nil, err
+	}
+	s.HTTP2 = h2
 	switch c.GetType() {
 	case clusterv3.Cluster_EDS:
 		s.Kind = EDS
@@ -191,6 +253,9 @@ func assignment(la *endpointv3.ClusterLoadAssignment, path string) (*Assignment,
 			if _, ok := corev3.SocketAddress_Protocol_name[int32(sa.GetProtocol())]; !ok {
 				return nil, fmt.Errorf("%s.endpoint.address.socket_address.protocol: unknown value %d", ep, sa.GetProtocol())
 			}
+			if err := fields.Only(sa, ep+".endpoint.address.socket_address", "protocol", "address", "port_value", "network_namespace_filepath"); err != nil {
+				return nil, err
+			}
 			ip, err := netip.ParseAddr(sa.GetAddress())
 			if err != nil {
 				return nil, fmt.Errorf("%s.endpoint.address.socket_address.address: %w", ep, err)
@@ -208,7 +273,7 @@ func assignment(la *endpointv3.ClusterLoadAssignment, path string) (*Assignment,
 			if lbe.GetLoadBalancingWeight() != nil {
 				w = lbe.GetLoadBalancingWeight().GetValue()
 			}
-			a.Endpoints = append(a.Endpoints, Endpoint{Addr: netip.AddrPortFrom(ip.Unmap(), uint16(sa.GetPortValue())), Weight: w})
+			a.Endpoints = append(a.Endpoints, Endpoint{Addr: netip.AddrPortFrom(ip.Unmap(), uint16(sa.GetPortValue())), Weight: w, Netns: sa.GetNetworkNamespaceFilepath()})
 		}
 	}
 	return a, nil
@@ -253,15 +318,25 @@ func (c *Cluster) Endpoints() []Endpoint {
 	return append([]Endpoint(nil), c.hosts...)
 }
 
+// PickEndpoint is Pick with the host's netns.
+func (c *Cluster) PickEndpoint() (Endpoint, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.hosts) == 0 {
+		return Endpoint{}, fmt.Errorf("cluster %q: %w", c.Spec.Name, ErrNoHealthy)
+	}
+	return c.hosts[c.nextLocked()], nil
+}
+
 // Pick returns the next host by smooth weighted round robin, which gives
 // each host its weight's share in every window of total-weight picks, as
 // Envoy's weighted round robin does over time.
 func (c *Cluster) Pick() (netip.AddrPort, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.hosts) == 0 {
-		return netip.AddrPort{}, fmt.Errorf("cluster %q: %w", c.Spec.Name, ErrNoHealthy)
-	}
+	e, err := c.PickEndpoint()
+	return e.Addr, err
+}
+
+func (c *Cluster) nextLocked() int {
 	best := 0
 	for i, h := range c.hosts {
 		c.current[i] += int64(h.Weight)
@@ -270,7 +345,7 @@ func (c *Cluster) Pick() (netip.AddrPort, error) {
 		}
 	}
 	c.current[best] -= c.total
-	return c.hosts[best].Addr, nil
+	return best
 }
 
 // New makes an active cluster from a spec; a STATIC cluster is warm at once.

@@ -54,6 +54,7 @@ type Spec struct {
 	Socket Socket
 	UDP    *UDP
 	TCP    *TCP
+	HTTP   *HTTP
 }
 
 // UDP is the udp_proxy filter's configuration.
@@ -85,6 +86,13 @@ func (s *Spec) Clusters() []string {
 		return s.UDP.Matcher.Clusters()
 	}
 	var out []string
+	if s.HTTP != nil {
+		for _, c := range s.HTTP.Chains {
+			out = append(out, c.HCM.Clusters()...)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
 	for _, c := range s.TCP.Chains {
 		out = append(out, c.Cluster)
 	}
@@ -156,6 +164,13 @@ func FromProto(l *listenerv3.Listener) (*Spec, error) {
 			return nil, err
 		}
 	case corev3.SocketAddress_TCP:
+		if l.GetUdpListenerConfig() != nil {
+			return nil, fmt.Errorf("%s.udp_listener_config: set on a TCP listener", path)
+		}
+		if isHTTP(l.GetFilterChains()) {
+			s.HTTP, err = httpListener(l, path)
+			return s, err
+		}
 		if len(l.GetListenerFilters()) != 0 {
 			return nil, fmt.Errorf("%s.listener_filters[0] (%q): TCP listener filters are not supported", path, l.GetListenerFilters()[0].GetName())
 		}

@@ -11,6 +11,7 @@ package metrics
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,7 @@ type Metrics struct {
 	tcpErrors, tcpAcceptErrors           *prometheus.CounterVec
 	tcpIdleTimeouts, tcpBytes            *prometheus.CounterVec
 	xdsUpdates                           *prometheus.CounterVec
+	httpRequests, httpRefused, httpConns *prometheus.CounterVec
 
 	mu           sync.Mutex
 	udpListeners map[string]*UDPListener
@@ -89,6 +91,9 @@ func New() *Metrics {
 	m.tcpAcceptErrors = cv("aether_proxy_tcp_accept_errors_total", "Failed accepts on a TCP listener (each is followed by a backoff).", "listener")
 	m.tcpIdleTimeouts = cv("aether_proxy_tcp_idle_timeouts_total", "Connections closed by tcp_proxy's idle_timeout.", "listener")
 	m.tcpBytes = cv("aether_proxy_tcp_bytes_total", "Bytes proxied over TCP, by direction.", "listener", "direction")
+	m.httpRequests = cv("aether_proxy_http_requests_total", "HTTP requests answered by an HTTP listener, by routed cluster, status and response flags.", "listener", "cluster", "code", "flags")
+	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
+	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
 	m.bounds = newBounds(m.Registry)
 	return m
@@ -179,6 +184,37 @@ func (m *Metrics) Cluster(name string) *Cluster {
 	}
 	m.clusters[name] = c
 	return c
+}
+
+// Reasons a TLS handshake at an HTTP listener is refused.
+const (
+	RefusedNoClientCert = "no_client_certificate"
+	RefusedPeer         = "peer_rejected"
+	RefusedNoChain      = "no_filter_chain"
+	RefusedHandshake    = "handshake_failed"
+)
+
+// HTTPListener makes a listener's refusal series, each at zero, so a
+// scraper sees the listener before its first refusal.
+func (m *Metrics) HTTPListener(name string) {
+	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake} {
+		m.httpRefused.WithLabelValues(name, r)
+	}
+}
+
+// HTTPRequest counts one answered request.
+func (m *Metrics) HTTPRequest(listener, cluster string, code int, flags string) {
+	m.httpRequests.WithLabelValues(listener, cluster, strconv.Itoa(code), flags).Inc()
+}
+
+// HTTPRefused counts one refused downstream handshake.
+func (m *Metrics) HTTPRefused(listener, reason string) {
+	m.httpRefused.WithLabelValues(listener, reason).Inc()
+}
+
+// HTTPUpstreamConn counts one upstream connection opened presenting identity.
+func (m *Metrics) HTTPUpstreamConn(cluster, identity string) {
+	m.httpConns.WithLabelValues(cluster, identity).Inc()
 }
 
 // XDS counts one xDS response of typeURL by outcome.

@@ -240,7 +240,7 @@ func Service(s *corev1.Service) (registry.Service, bool) {
 		if p.TargetPort.IntValue() > 0 {
 			target = uint16(p.TargetPort.IntValue())
 		}
-		out.Ports = append(out.Ports, registry.ServicePort{Name: p.Name, Port: uint16(p.Port), TargetPort: target, Protocol: proto})
+		out.Ports = append(out.Ports, registry.ServicePort{Name: p.Name, Port: uint16(p.Port), TargetPort: target, Protocol: proto, AppProtocol: appProtocol(p.AppProtocol)})
 	}
 	return out, true
 }
@@ -317,4 +317,13 @@ func UDPRoute(r *gwv1alpha2.UDPRoute) registry.UDPRoute {
 		out.Rules = append(out.Rules, rr)
 	}
 	return out
+}
+
+// appProtocol keeps the one appProtocol the mesh acts on; Kubernetes
+// allows any, and the mesh treats the others as plain TCP.
+func appProtocol(p *string) string {
+	if p != nil && *p == registry.AppProtocolHTTP {
+		return registry.AppProtocolHTTP
+	}
+	return ""
 }

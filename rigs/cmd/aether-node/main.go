@@ -177,6 +177,12 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
+// The trust and mesh domains of an aether-node cluster's mTLS path.
+const (
+	TrustDomain = "aether.local"
+	MeshDomain  = "mesh.local"
+)
+
 func up(args []string) error {
 	var mode, bin string
 	runDir, scenario, err := parse("up", args, &mode, &bin)
@@ -201,7 +207,16 @@ func up(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir,
+	// The mTLS HTTP/2 path is on in every mesh: a scenario's appProtocol
+	// http ports get it, with the agents' shared CA and the proxies'
+	// access logs in the run dir.
+	access := filepath.Join(runDir, "access")
+	if err := os.MkdirAll(access, 0o755); err != nil {
+		return fmt.Errorf("failed to create access log dir %q: %w", access, err)
+	}
+	agentArgs := []string{"--trust-domain", TrustDomain, "--mesh-domain", MeshDomain,
+		"--ca-dir", filepath.Join(runDir, "ca"), "--access-log-dir", access}
+	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir, AgentArgs: agentArgs,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
 		if created {
@@ -401,8 +416,18 @@ func backend(args []string) error {
 	record := fs.String("record", "", "record file (JSON lines)")
 	udp := fs.String("udp", "", "comma-separated UDP ports")
 	tcp := fs.String("tcp", "", "comma-separated TCP ports")
+	httpPorts := fs.String("http", "", "comma-separated HTTP echo ports")
+	tlsPort := fs.String("tls", "", "the HTTP echo's own mTLS port: PORT,CERT,KEY,BUNDLE,TRUSTDOMAIN")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	h, err := ports(*httpPorts)
+	if err != nil {
+		return fmt.Errorf("flag --http: %w", err)
+	}
+	et, err := node.ParseEchoTLS(*tlsPort)
+	if err != nil {
+		return fmt.Errorf("flag --tls: %w", err)
 	}
 	u, err := ports(*udp)
 	if err != nil {
@@ -414,5 +439,5 @@ func backend(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return node.ServeBackend(ctx, node.BackendConfig{Name: *name, Record: *record, UDP: u, TCP: t})
+	return node.ServeBackend(ctx, node.BackendConfig{Name: *name, Record: *record, UDP: u, TCP: t, HTTP: h, TLS: et})
 }

@@ -3,7 +3,6 @@ package manifests
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/aether-mesh/aether/mesh/handoff"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/handoff"
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 

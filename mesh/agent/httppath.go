@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aether-mesh/aether/mesh/agent/mtls"
+	"github.com/aether-mesh/aether/mesh/identity"
+	"github.com/aether-mesh/aether/mesh/registry"
+)
+
+// HTTPPath configures the mTLS HTTP/2 path (ARCHITECTURE.md, "The mTLS HTTP/2 path"). A
+// builder without one emits none of it.
+type HTTPPath struct {
+	TrustDomain spiffeid.TrustDomain
+	MeshDomain  string
+	// AccessLog is the file each proxy appends its JSON access log to.
+	AccessLog string
+	// StaticCert makes every h2 cluster present the first local account's
+	// SVID for every source: the #831 control, never a mesh setting.
+	StaticCert bool
+	// UnhashedIdentity stamps the source identity with Envoy's default
+	// envoy.string factory, which is not Hashable: the certificate is still
+	// chosen per connection, but the identity stays out of the pool key and
+	// a source rides another's connection (#831). A control, never a mesh
+	// setting.
+	UnhashedIdentity bool
+	// Identities serves the SVIDs of the node's accounts and the bundle.
+	Identities identity.Source
+}
+
+// LocalAccounts are the service accounts of the node's pods: the SVIDs
+// the node's proxy presents, which an issuer must keep current.
+func LocalAccounts(st *registry.State, node string) []identity.Account {
+	var out []identity.Account
+	for i := range st.Pods {
+		p := &st.Pods[i]
+		if p.Node != node {
+			continue
+		}
+		a := identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(x, y identity.Account) int {
+		if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ServiceAccount, y.ServiceAccount)
+	})
+	return out
+}
+
+// httpResources is the node's whole mTLS path: its accounts' SVID
+// secrets and the bundle, each local pod's inbound and outbound listener
+// and inbound clusters, and an h2 cluster with its load assignment per
+// HTTP service the node depends on. A service with no endpoint has no
+// peer to pin, so it gets neither cluster nor route; its authority is
+// answered by the unknown-authority 404.
+func (h *HTTPPath) httpResources(st *registry.State, node string, deps registry.Deps) (map[resource.Type][]types.Resource, error) {
+	out := map[resource.Type][]types.Resource{}
+	if !slices.ContainsFunc(st.Pods, func(p registry.Pod) bool { return p.Node == node && p.NetnsPath != "" }) {
+		// No local pod can listen yet: clusters would serve no one, and
+		// their secrets would have no listener to be presented by.
+		return out, nil
+	}
+	ids := map[registry.Key]string{}
+	for i := range st.Pods {
+		p := &st.Pods[i]
+		id, err := identity.ID(h.TrustDomain, identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount})
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", p.Key(), err)
+		}
+		ids[p.Key()] = id.String()
+	}
+	m := mtls.Mesh{Domain: h.MeshDomain, AccessLog: h.AccessLog}
+	up := mtls.Upstream{}
+	if local := LocalAccounts(st, node); h.StaticCert && len(local) > 0 {
+		id, err := identity.ID(h.TrustDomain, local[0])
+		if err != nil {
+			return nil, err
+		}
+		up.StaticSecret = id.String()
+	}
+	routes, err := h.services(st, deps, ids, m, up, out)
+	if err != nil {
+		return nil, err
+	}
+	var served []string
+	for i := range st.Pods {
+		p := &st.Pods[i]
+		if p.Node != node || p.NetnsPath == "" {
+			continue
+		}
+		listens, err := h.podListeners(st, p, ids[p.Key()], routes, m, out)
+		if err != nil {
+			return nil, err
+		}
+		if listens && !slices.Contains(served, ids[p.Key()]) {
+			served = append(served, ids[p.Key()])
+		}
+	}
+	if up.StaticSecret != "" && len(routes) > 0 && !slices.Contains(served, up.StaticSecret) {
+		served = append(served, up.StaticSecret)
+	}
+	if err := h.secrets(served, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// secrets emits the SVID of every identity a local listener presents, and
+// the bundle when there is any.
+func (h *HTTPPath) secrets(ids []string, out map[resource.Type][]types.Resource) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	b, err := h.Identities.GetX509BundleForTrustDomain(h.TrustDomain)
+	if err != nil {
+		return fmt.Errorf("trust bundle secret: %w", err)
+	}
+	bs, err := mtls.BundleSecret([]*x509bundle.Bundle{b})
+	if err != nil {
+		return err
+	}
+	out[resource.SecretType] = append(out[resource.SecretType], bs)
+	for _, s := range ids {
+		id, err := spiffeid.FromString(s)
+		if err != nil {
+			return err
+		}
+		svid, err := h.Identities.GetX509SVIDFor(id)
+		if err != nil {
+			return fmt.Errorf("SVID secret of %s: %w", id, err)
+		}
+		s, err := mtls.SVIDSecret(svid)
+		if err != nil {
+			return err
+		}
+		out[resource.SecretType] = append(out[resource.SecretType], s)
+	}
+	return nil
+}
+
+// services emits the h2 cluster and load assignment of every HTTP service
+// the node depends on that has endpoints, and returns their routes.
+func (h *HTTPPath) services(st *registry.State, deps registry.Deps, ids map[registry.Key]string, m mtls.Mesh, up mtls.Upstream, out map[resource.Type][]types.Resource) ([]mtls.Route, error) {
+	var routes []mtls.Route
+	for i := range st.Services {
+		s := &st.Services[i]
+		sp, ok := s.HTTPPort()
+		if !ok || !deps.Has(s.Key()) {
+			continue
+		}
+		var accounts []string
+		var ips []netip.Addr
+		for _, ep := range st.Endpoints[s.Key()] {
+			id := ids[registry.Key{Namespace: s.Namespace, Name: ep.Pod}]
+			if !ep.Ready || id == "" {
+				continue
+			}
+			if !slices.Contains(accounts, id) {
+				accounts = append(accounts, id)
+			}
+			ips = append(ips, ep.IP)
+		}
+		if len(accounts) == 0 {
+			continue
+		}
+		slices.Sort(accounts)
+		c, err := mtls.H2ClusterFor(m, mtls.Service{Name: s.Name, Namespace: s.Namespace, Port: sp.Port, Accounts: accounts}, up)
+		if err != nil {
+			return nil, err
+		}
+		out[resource.ClusterType] = append(out[resource.ClusterType], c)
+		out[resource.EndpointType] = append(out[resource.EndpointType], mtls.H2Assignment(s.Name, s.Namespace, ips))
+		routes = append(routes, mtls.Route{Service: s.Name, Namespace: s.Namespace})
+	}
+	return routes, nil
+}
+
+// podListeners emits a local pod's outbound listener (every route) and, when
+// it backs an HTTP service, its inbound listener and clusters. It reports
+// whether the pod got either, and with it a use for its SVID.
+func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, routes []mtls.Route, m mtls.Mesh, out map[resource.Type][]types.Resource) (bool, error) {
+	pod := mtls.Pod{Namespace: p.Namespace, Name: p.Name, ID: id, IP: p.IP, NetnsPath: p.NetnsPath}
+	for i := range st.Services {
+		s := &st.Services[i]
+		sp, ok := s.HTTPPort()
+		if !ok || s.Namespace != p.Namespace {
+			continue
+		}
+		for _, ep := range st.Endpoints[s.Key()] {
+			if ep.Pod == p.Name {
+				pod.Serves = append(pod.Serves, mtls.Port{Service: s.Name, Namespace: s.Namespace, Port: sp.Port, TargetPort: sp.TargetPort})
+				break
+			}
+		}
+	}
+	in, cls, err := mtls.InboundListenerFor(m, pod)
+	if err != nil {
+		return false, err
+	}
+	if in != nil {
+		out[resource.ListenerType] = append(out[resource.ListenerType], in)
+		for _, c := range cls {
+			out[resource.ClusterType] = append(out[resource.ClusterType], c)
+		}
+	}
+	if len(routes) == 0 {
+		return in != nil, nil
+	}
+	factory := mtls.HashableString
+	if h.UnhashedIdentity {
+		factory = mtls.PlainString
+	}
+	ol, err := mtls.OutboundListenerFor(m, pod, routes, factory)
+	if err != nil {
+		return false, err
+	}
+	out[resource.ListenerType] = append(out[resource.ListenerType], ol)
+	return true, nil
+}
+
+// addHTTPPath appends the mTLS path's resources to out and records in the
+// index those that differ from the previous build's, so an unchanged SVID
+// or listener is not published again. The path is small (a few resources
+// per local pod and HTTP service), so it is generated whole every build.
+func (b *Builder) addHTTPPath(st *registry.State, deps registry.Deps, out *Output) error {
+	if b.HTTP == nil {
+		return nil
+	}
+	res, err := b.HTTP.httpResources(st, b.Node, deps)
+	if err != nil {
+		return fmt.Errorf("mTLS path for node %q: %w", b.Node, err)
+	}
+	next := map[resource.Type]map[string]types.Resource{}
+	for i, typ := range typeURLs {
+		list := res[typ]
+		slices.SortFunc(list, func(x, y types.Resource) int {
+			return strings.Compare(cache.GetResourceName(x), cache.GetResourceName(y))
+		})
+		next[typ] = make(map[string]types.Resource, len(list))
+		for _, r := range list {
+			name := cache.GetResourceName(r)
+			next[typ][name] = r
+			if old, ok := b.httpPrev[typ][name]; !ok || !proto.Equal(old, r) {
+				b.idx[i].set(name, r)
+			}
+		}
+		for name := range b.httpPrev[typ] {
+			if _, ok := next[typ][name]; !ok {
+				b.idx[i].del(name)
+			}
+		}
+		if len(list) > 0 {
+			// The builder's own lists are kept between builds: the path is
+			// added to a copy.
+			out.Resources[typ] = append(slices.Clip(out.Resources[typ]), list...)
+		}
+	}
+	b.httpPrev = next
+	return nil
+}

@@ -1,0 +1,187 @@
+package h2
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/hcm"
+	"github.com/aether-mesh/aether/mesh/proxy/listener"
+)
+
+// Envoy's response flags the data plane sets.
+const (
+	FlagNoRoute         = "NR"
+	FlagNoCluster       = "NC"
+	FlagNoHealthy       = "UH"
+	FlagUpstreamFailure = "UF"
+)
+
+// XFCC is the header Envoy's forward_client_cert_details governs.
+const XFCC = "X-Forwarded-Client-Cert"
+
+// downstream is one accepted connection: its chain and, over TLS, the
+// verified peer's ID and the ID the listener presented.
+type downstream struct {
+	chain     *listener.HTTPChain
+	peer, own string
+}
+
+// source is the connection's mapper filter state value: the identity the
+// outbound listener stamped.
+func (d *downstream) source() string {
+	for _, f := range d.chain.FilterState {
+		if f.Key == hcm.MapperKey {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// hopHeaders are connection-specific and never forwarded.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (l *Listener) handler(d *downstream) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := hcm.Record{PeerURI: d.peer, SourceIdentity: d.source(), Authority: r.Host, Protocol: r.Proto}
+		cw := &countingWriter{ResponseWriter: w}
+		body := &countingReader{r: r.Body}
+		r.Body = body
+		l.serve(d, cw, r, &rec)
+		rec.Duration = time.Since(start)
+		rec.BytesReceived, rec.BytesSent = body.n, cw.n
+		l.opts.Metrics.HTTPRequest(l.name, rec.Cluster, rec.Status, orDash(rec.Flags))
+		if al := d.chain.HCM.AccessLog; al != nil {
+			l.opts.Logs.Write(al, rec)
+		}
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// serve routes one request and proxies it, filling rec.
+func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, rec *hcm.Record) {
+	vh, ok := d.chain.HCM.Route(r.Host)
+	if !ok {
+		// Envoy answers a request no virtual host takes with a bare 404.
+		rec.Status, rec.Flags = http.StatusNotFound, FlagNoRoute
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	if vh.Direct != nil {
+		rec.Status = vh.Direct.Status
+		if vh.Direct.Body != "" {
+			w.Header().Set("Content-Type", "text/plain")
+		}
+		w.WriteHeader(vh.Direct.Status)
+		_, _ = io.WriteString(w, vh.Direct.Body)
+		return
+	}
+	rec.Cluster = vh.Cluster
+	c := l.clusters.Active(vh.Cluster)
+	if c == nil {
+		l.fail(w, rec, FlagNoCluster, "cluster not found")
+		return
+	}
+	ep, err := c.PickEndpoint()
+	if err != nil {
+		l.fail(w, rec, FlagNoHealthy, "no healthy upstream")
+		return
+	}
+	out := l.upstreamRequest(d, r, c, ep)
+	resp, err := l.opts.Pool.RoundTrip(c, ep, d.chain.FilterState, out)
+	if err != nil {
+		l.opts.Log.Info("http upstream failed", "listener", l.name, "cluster", c.Spec.Name, "host", ep.Addr, "err", err)
+		l.fail(w, rec, FlagUpstreamFailure, "upstream connect error or disconnect/reset before headers. reset reason: connection failure")
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	for _, h := range hopHeaders {
+		w.Header().Del(h)
+	}
+	rec.Status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(w, resp.Body); err != nil && !errors.Is(err, io.EOF) {
+		l.opts.Log.Info("http upstream body cut", "listener", l.name, "cluster", c.Spec.Name, "err", err)
+	}
+}
+
+// upstreamRequest is r as it leaves for ep: the authority kept, hop-by-hop
+// headers dropped, and XFCC sanitized, then set when the chain says so.
+func (l *Listener) upstreamRequest(d *downstream, r *http.Request, c *cluster.Cluster, ep cluster.Endpoint) *http.Request {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.URL.Scheme = "http"
+	if c.Spec.TLS != nil {
+		out.URL.Scheme = "https"
+	}
+	out.URL.Host = ep.Addr.String()
+	out.Host = r.Host
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	out.Header.Del(XFCC)
+	if d.chain.HCM.SetXFCC && d.peer != "" {
+		var b strings.Builder
+		if d.own != "" {
+			fmt.Fprintf(&b, "By=%s;", d.own)
+		}
+		fmt.Fprintf(&b, "URI=%s", d.peer)
+		out.Header.Set(XFCC, b.String())
+	}
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	return out
+}
+
+// fail answers a local 503 as Envoy's router does, with its flag.
+func (l *Listener) fail(w http.ResponseWriter, rec *hcm.Record, flag, body string) {
+	rec.Status, rec.Flags = http.StatusServiceUnavailable, flag
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, body)
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }

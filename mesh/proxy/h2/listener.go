@@ -1,0 +1,253 @@
+// Package h2 runs the HTTP listeners of the mTLS path: the per-pod inbound
+// listener on 18008 (TLS 1.3, client certificate required and validated as
+// Envoy's SPIFFE validator does, HTTP/2, chains by SNI, XFCC SANITIZE_SET)
+// and the per-pod outbound listener on 18081 (plain HTTP/1.1 or h2c, routes
+// by authority to h2 clusters, the pod's identity in filter state), with
+// the upstream pool between them and a JSON access log
+// (ARCHITECTURE.md, "The mTLS HTTP/2 path").
+package h2
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/proxy/mtls"
+	"github.com/aether-mesh/aether/mesh/proxy/secret"
+	"github.com/aether-mesh/aether/mesh/transparent"
+)
+
+// handshakeTimeout bounds a downstream TLS handshake, as Envoy's
+// transport_socket_connect_timeout would; a client that stalls it holds
+// nothing after.
+const handshakeTimeout = 10 * time.Second
+
+// IdleTimeout closes a connection, downstream or upstream, with no stream
+// for this long: Envoy's default common_http_protocol_options.idle_timeout,
+// which keeps an idle peer from holding a connection for ever.
+const IdleTimeout = time.Hour
+
+// Clusters resolves a cluster name to its active (warm) cluster.
+type Clusters interface {
+	Active(name string) *cluster.Cluster
+}
+
+// Options are what every HTTP listener of a proxy shares.
+type Options struct {
+	Store   *secret.Store
+	Pool    *Pool
+	Logs    *LogFiles
+	Log     *slog.Logger
+	Metrics *metrics.Metrics
+}
+
+// Listener is one running HTTP listener.
+type Listener struct {
+	name     string
+	ln       net.Listener
+	cfg      atomic.Pointer[listener.HTTP]
+	clusters Clusters
+	opts     Options
+	h2       *http2.Server
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Listen opens the listener's socket in its netns and starts serving.
+func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error) {
+	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	if err != nil {
+		return nil, err
+	}
+	return Serve(spec, ln, clusters, o), nil
+}
+
+// Serve serves spec on an open listening socket.
+func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *Listener {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout}, conns: map[net.Conn]struct{}{}}
+	l.cfg.Store(spec.HTTP)
+	o.Metrics.HTTPListener(spec.Name)
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l
+}
+
+// Name is the listener's resource name.
+func (l *Listener) Name() string { return l.name }
+
+// Addr is the bound address.
+func (l *Listener) Addr() netip.AddrPort { return l.ln.Addr().(*net.TCPAddr).AddrPort() }
+
+// Update swaps the filter chains; established connections keep the chain
+// they were accepted with, as Envoy drains them on their old chain.
+func (l *Listener) Update(cfg *listener.HTTP) { l.cfg.Store(cfg) }
+
+// Close stops accepting and closes every connection.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	for c := range l.conns {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	err := l.ln.Close()
+	l.wg.Wait()
+	return err
+}
+
+func (l *Listener) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *Listener) untrack(c net.Conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *Listener) acceptLoop() {
+	defer l.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.opts.Log.Warn("http accept failed", "listener", l.name, "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		l.wg.Add(1)
+		go l.handle(c)
+	}
+}
+
+func (l *Listener) handle(c net.Conn) {
+	defer l.wg.Done()
+	defer c.Close()
+	if !l.track(c) {
+		return
+	}
+	defer l.untrack(c)
+	cfg := l.cfg.Load()
+	if cfg.Chains[0].TLS == nil {
+		chain, _ := cfg.Select("")
+		l.servePlain(c, chain)
+		return
+	}
+	tc, chain, ok := l.handshake(c, cfg)
+	if !ok {
+		return
+	}
+	peer, _ := mtls.PeerID(tc.ConnectionState())
+	own := ""
+	if cert, err := l.opts.Store.Certificate(chain.TLS.CertSecret); err == nil {
+		own = leafURI(cert)
+	}
+	conn := &downstream{chain: chain, peer: peer.String(), own: own}
+	l.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+}
+
+// handshake runs the server handshake with the chain the SNI selects and
+// counts a refusal by its reason.
+func (l *Listener) handshake(c net.Conn, cfg *listener.HTTP) (*tls.Conn, *listener.HTTPChain, bool) {
+	var chain *listener.HTTPChain
+	noChain, sawPeer := false, false
+	tc := tls.Server(c, &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		ch, ok := cfg.Select(hello.ServerName)
+		if !ok {
+			noChain = true
+			return nil, fmt.Errorf("no filter chain matches server name %q", hello.ServerName)
+		}
+		chain = ch
+		sc := ch.TLS.ServerConfig(l.opts.Store)
+		verify := sc.VerifyConnection
+		sc.VerifyConnection = func(cs tls.ConnectionState) error {
+			sawPeer = len(cs.PeerCertificates) > 0
+			return verify(cs)
+		}
+		return sc, nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		reason := metrics.RefusedHandshake
+		switch {
+		case noChain:
+			reason = metrics.RefusedNoChain
+		case sawPeer:
+			reason = metrics.RefusedPeer
+		case chain != nil && strings.Contains(err.Error(), "didn't provide a certificate"):
+			reason = metrics.RefusedNoClientCert
+		}
+		l.opts.Metrics.HTTPRefused(l.name, reason)
+		l.opts.Log.Info("downstream TLS handshake refused", "listener", l.name, "reason", reason, "remote", c.RemoteAddr(), "err", err)
+		return nil, nil, false
+	}
+	return tc, chain, true
+}
+
+func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
+	conn := &downstream{chain: chain}
+	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	one := &oneConn{c: c, done: make(chan struct{})}
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed || s == http.StateHijacked {
+			one.finish()
+		}
+	}
+	go func() { _ = srv.Serve(one) }()
+	<-one.done
+	_ = srv.Close()
+}
+
+// oneConn is a net.Listener that yields one connection, so that net/http
+// serves it (HTTP/1.1 or h2c by its preface) and returns once it closes.
+type oneConn struct {
+	c    net.Conn
+	once sync.Once
+	took bool
+	done chan struct{}
+}
+
+func (o *oneConn) Accept() (net.Conn, error) {
+	if !o.took {
+		o.took = true
+		return o.c, nil
+	}
+	<-o.done
+	return nil, net.ErrClosed
+}
+
+func (o *oneConn) finish() { o.once.Do(func() { close(o.done) }) }
+
+func (o *oneConn) Close() error   { o.finish(); return nil }
+func (o *oneConn) Addr() net.Addr { return o.c.LocalAddr() }

@@ -1,0 +1,178 @@
+package h2
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/hcm"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/proxy/mtls"
+	"github.com/aether-mesh/aether/mesh/proxy/secret"
+	"github.com/aether-mesh/aether/mesh/transparent"
+)
+
+// Pool holds the upstream connections of every HTTP cluster. As in Envoy,
+// a connection is reused by any request with the same pool key, and the key
+// is the cluster, the host and the hash of the downstream's shared filter
+// state objects that are Hashable, nothing else. The certificate a TLS
+// connection presents is chosen once, at its handshake, from the filter
+// state of the request that opened it (ARCHITECTURE.md, "The mTLS HTTP/2
+// path", why per-source identity holds).
+type Pool struct {
+	Store         *secret.Store
+	UpstreamNetns string
+	Mark          uint32
+	Metrics       *metrics.Metrics
+
+	mu sync.Mutex
+	// per cluster name: the spec the transports were made for, and one
+	// transport per hashed filter state (each pools per host itself).
+	clusters map[string]*clusterPool
+}
+
+type clusterPool struct {
+	spec       *cluster.Spec
+	transports map[string]*http.Transport
+}
+
+// dial is what the request that opens a connection tells the dialer.
+type dial struct {
+	endpoint cluster.Endpoint
+	// source is the value of the mapper's filter state object, shared with
+	// upstream; empty when the downstream has none.
+	source string
+}
+
+type dialKey struct{}
+
+// RoundTrip sends req to ep of c on behalf of a downstream connection with
+// filter state fs.
+func (p *Pool) RoundTrip(c *cluster.Cluster, ep cluster.Endpoint, fs []hcm.FilterState, req *http.Request) (*http.Response, error) {
+	t := p.transport(c.Spec, fs)
+	d := dial{endpoint: ep}
+	for _, f := range fs {
+		if f.Shared && f.Key == mtls.MapperKey {
+			d.source = f.Value
+		}
+	}
+	req = req.WithContext(context.WithValue(req.Context(), dialKey{}, d))
+	return t.RoundTrip(req)
+}
+
+// poolHash is the filter state's part of the pool key: the values of the
+// shared objects that are Hashable.
+func poolHash(fs []hcm.FilterState) string {
+	var b strings.Builder
+	for _, f := range fs {
+		if f.Shared && f.Hashable {
+			fmt.Fprintf(&b, "%s=%q;", f.Key, f.Value)
+		}
+	}
+	return b.String()
+}
+
+func (p *Pool) transport(s *cluster.Spec, fs []hcm.FilterState) *http.Transport {
+	h := poolHash(fs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.clusters == nil {
+		p.clusters = map[string]*clusterPool{}
+	}
+	cp := p.clusters[s.Name]
+	if cp == nil || cp.spec != s {
+		// A changed cluster drains its old connections, as Envoy drains a
+		// cluster's pools when the cluster is updated.
+		if cp != nil {
+			for _, t := range cp.transports {
+				t.CloseIdleConnections()
+			}
+		}
+		cp = &clusterPool{spec: s, transports: map[string]*http.Transport{}}
+		p.clusters[s.Name] = cp
+	}
+	if t := cp.transports[h]; t != nil {
+		return t
+	}
+	t := p.newTransport(s)
+	cp.transports[h] = t
+	return t
+}
+
+func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
+	t := &http.Transport{
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     IdleTimeout,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return p.dialTCP(ctx, s)
+		},
+	}
+	if s.TLS == nil {
+		return t
+	}
+	t.ForceAttemptHTTP2 = s.HTTP2
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP2(s.HTTP2)
+	t.Protocols.SetHTTP1(!s.HTTP2)
+	t.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, err := p.dialTCP(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		d, _ := ctx.Value(dialKey{}).(dial)
+		cfg := s.TLS.ClientConfig(p.Store, d.source)
+		var identity string
+		get := cfg.GetClientCertificate
+		cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := get(cri)
+			identity = leafURI(cert)
+			return cert, err
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("cluster %q: TLS handshake with %s: %w", s.Name, d.endpoint.Addr, err)
+		}
+		p.Metrics.HTTPUpstreamConn(s.Name, identity)
+		return tc, nil
+	}
+	return t
+}
+
+// leafURI is the URI SAN of the certificate a handshake presents.
+func leafURI(c *tls.Certificate) string {
+	if c == nil || c.Leaf == nil || len(c.Leaf.URIs) == 0 {
+		return ""
+	}
+	return c.Leaf.URIs[0].String()
+}
+
+func (p *Pool) dialTCP(ctx context.Context, s *cluster.Spec) (net.Conn, error) {
+	d, ok := ctx.Value(dialKey{}).(dial)
+	if !ok {
+		return nil, fmt.Errorf("cluster %q: dial without an endpoint", s.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
+	defer cancel()
+	netns := d.endpoint.Netns
+	if netns == "" {
+		netns = p.UpstreamNetns
+	}
+	return transparent.DialTCP(ctx, netns, d.endpoint.Addr, transparent.Options{Mark: p.Mark})
+}
+
+// Close closes every idle upstream connection.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cp := range p.clusters {
+		for _, t := range cp.transports {
+			t.CloseIdleConnections()
+		}
+	}
+}

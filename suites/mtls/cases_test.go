@@ -1,0 +1,352 @@
+package mtls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/identity"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
+	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/redgreen"
+)
+
+const (
+	// perSource requests from each source pod per case.
+	perSourceN   = 50
+	witnessApp   = "the destination app's own record of the XFCC each request carried (rigs/node HTTP echo)"
+	witnessProxy = "the destination proxy's refusal counters and the app's record"
+)
+
+func cases(r *rig) []redgreen.Case {
+	return []redgreen.Case{
+		staticControl(r, staticCert),
+		unhashedControl(r, unhashed),
+		{
+			Name: "per-source-identity", Role: redgreen.Subject,
+			Description: "the h2 cluster presents each source's SVID, chosen per connection from the pod identity its outbound listener stamps as hashable filter state",
+			Expect:      fmt.Sprintf("each of src-a-0 and src-b-0 sends %d requests at once; every one arrives at dst-0 as its own source's SPIFFE ID", perSourceN),
+			Run: func(ctx context.Context) (redgreen.Observation, error) {
+				return identities(ctx, r, perSource, "subject")
+			},
+			Check: checkOwnIdentity,
+		},
+		{
+			Name: "refused-at-18008", Role: redgreen.Subject,
+			Description: "clients straight to dst-0's 18008 with no certificate, another trust domain's SVID and an expired SVID; then a valid SVID in the same run",
+			Expect:      "each bad client refused at the handshake and counted by reason at node-b's proxy; the app sees none of them; the valid one gets through as sa-a",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return refusals(ctx, r) },
+			Check:       checkRefusals,
+		},
+		{
+			Name: "unknown-authority", Role: redgreen.Subject,
+			Description: "src-a-0 asks 18081 for an authority no service has",
+			Expect:      "404 with a body naming the miss; the app sees nothing",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return unknownAuthority(ctx, r) },
+			Check:       checkUnknownAuthority,
+		},
+	}
+}
+
+// staticControl is #831 as configuration: the h2 cluster presents one
+// static certificate (the first local account's, sa-a) whoever the source.
+func staticControl(r *rig, mode upstreamCert) redgreen.Case {
+	return redgreen.Case{
+		Name: "static-certificate", Role: redgreen.Control,
+		Description: "the h2 cluster presents one static certificate (tls_certificate_sds_secret_configs: sa-a), no per-connection selection (#831)",
+		Expect:      fmt.Sprintf("src-b-0's %d requests arrive at dst-0 as %s", perSourceN, spiffeID("sa-a")),
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			return identities(ctx, r, mode, "control-"+string(mode))
+		},
+		Check: checkBArrivesAsA,
+	}
+}
+
+// unhashedControl is #831 in the pool: the certificate is chosen per
+// connection, but the outbound listeners stamp the identity with
+// envoy.string, which is not Hashable, so it stays out of the pool key.
+// src-a-0's one request opens the h2 connection to dst-0; src-b-0's then
+// ride it.
+func unhashedControl(r *rig, mode upstreamCert) redgreen.Case {
+	return redgreen.Case{
+		Name: "unhashed-identity", Role: redgreen.Control,
+		Description: "the identity is stamped with envoy.string (not Hashable): it picks the certificate of a new connection but stays out of the upstream pool key",
+		Expect:      fmt.Sprintf("after one request of src-a-0, src-b-0's %d requests ride its connection and arrive at dst-0 as %s", perSourceN, spiffeID("sa-a")),
+		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			return pooled(ctx, r, mode, "control-"+string(mode))
+		},
+		Check: checkPooledAsA,
+	}
+}
+
+// pooled sends one request from src-a-0, then perSourceN from src-b-0, and
+// reads who src-b-0's arrived as, and how many upstream connections
+// node-a's proxy has opened per presented identity since it started.
+func pooled(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessApp + " and node-a's upstream connection counter", Facts: map[string]any{}}
+	c, err := r.cluster(ctx, mode)
+	if err != nil {
+		return obs, err
+	}
+	if _, err := sendFrom(ctx, c, tag, 1, "src-a-0"); err != nil {
+		return obs, err
+	}
+	if _, err := sendFrom(ctx, c, tag, perSourceN, "src-b-0"); err != nil {
+		return obs, err
+	}
+	got, err := arrivals(c, tag)
+	if err != nil {
+		return obs, err
+	}
+	opened := map[string]float64{}
+	for _, sa := range []string{"sa-a", "sa-b"} {
+		v, err := proxyMetric(ctx, c, "node-a", mUpstreamConns, map[string]string{"identity": spiffeID(sa)})
+		if err != nil {
+			return obs, err
+		}
+		opened[sa] = v
+	}
+	obs.Facts["arrived_as"], obs.Facts["connections_opened"] = got, opened
+	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s; upstream connections opened: %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]), toJSON(opened))
+	return obs, c.Check()
+}
+
+func checkPooledAsA(o redgreen.Observation) error {
+	got, ok := o.Facts["arrived_as"].(map[string]map[string]int)
+	if !ok {
+		return errors.New("no arrivals observed")
+	}
+	if n := got["src-b-0"][spiffeID("sa-a")]; n != perSourceN || len(got["src-b-0"]) != 1 {
+		return fmt.Errorf("src-b-0's requests arrived as %s, want all %d as %s: the pool kept the sources apart", toJSON(got["src-b-0"]), perSourceN, spiffeID("sa-a"))
+	}
+	if opened, _ := o.Facts["connections_opened"].(map[string]float64); opened["sa-b"] != 0 {
+		return fmt.Errorf("node-a's proxy opened %v connections presenting sa-b; riding A's connection opens none", opened["sa-b"])
+	} else if opened["sa-a"] < 1 {
+		return fmt.Errorf("node-a's proxy opened no connection presenting sa-a (%v): nothing was pooled", opened)
+	}
+	return nil
+}
+
+// identities sends perSourceN requests from each source at once and reads
+// who each arrived as from the app's record.
+func identities(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessApp, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, mode)
+	if err != nil {
+		return obs, err
+	}
+	ok, err := sendFrom(ctx, c, tag, perSourceN, "src-a-0", "src-b-0")
+	if err != nil {
+		return obs, err
+	}
+	got, err := arrivals(c, tag)
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts["sent"] = perSourceN
+	obs.Facts["answered_200"] = ok
+	obs.Facts["arrived_as"] = got
+	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]))
+	return obs, c.Check()
+}
+
+func arrived(o redgreen.Observation) (map[string]map[string]int, error) {
+	got, ok := o.Facts["arrived_as"].(map[string]map[string]int)
+	if !ok {
+		return nil, errors.New("no arrivals observed")
+	}
+	for _, src := range []string{"src-a-0", "src-b-0"} {
+		total := 0
+		for _, n := range got[src] {
+			total += n
+		}
+		if total != perSourceN {
+			return nil, fmt.Errorf("%d of %s's %d requests reached the app; every one must, for the identity it arrived as to count", total, src, perSourceN)
+		}
+	}
+	return got, nil
+}
+
+func checkBArrivesAsA(o redgreen.Observation) error {
+	got, err := arrived(o)
+	if err != nil {
+		return err
+	}
+	if n := got["src-b-0"][spiffeID("sa-b")]; n > 0 {
+		return fmt.Errorf("%d of src-b-0's requests arrived as itself (%s): no #831 seen", n, toJSON(got["src-b-0"]))
+	}
+	if n := got["src-b-0"][spiffeID("sa-a")]; n != perSourceN {
+		return fmt.Errorf("src-b-0's requests arrived as %s, want all %d as %s", toJSON(got["src-b-0"]), perSourceN, spiffeID("sa-a"))
+	}
+	return nil
+}
+
+func checkOwnIdentity(o redgreen.Observation) error {
+	got, err := arrived(o)
+	if err != nil {
+		return err
+	}
+	for src, sa := range map[string]string{"src-a-0": "sa-a", "src-b-0": "sa-b"} {
+		if n := got[src][spiffeID(sa)]; n != perSourceN || len(got[src]) != 1 {
+			return fmt.Errorf("%s's requests arrived as %s, want all %d as %s", src, toJSON(got[src]), perSourceN, spiffeID(sa))
+		}
+	}
+	return nil
+}
+
+// refusals: three bad clients then a good one, straight to dst-0:18008
+// from src-a-0's netns.
+func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessProxy, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, perSource)
+	if err != nil {
+		return obs, err
+	}
+	foreignCA, err := identity.NewCA(identity.CAConfig{TrustDomain: "other.test", MeshDomain: meshDomain})
+	if err != nil {
+		return obs, err
+	}
+	foreign, err := foreignCA.Issue(identity.Request{Account: identity.Account{Namespace: namespace, ServiceAccount: "sa-a"}, TTL: time.Hour})
+	if err != nil {
+		return obs, err
+	}
+	expired, err := r.svid("sa-a", time.Minute, time.Now().Add(-time.Hour))
+	if err != nil {
+		return obs, err
+	}
+	good, err := r.svid("sa-a", time.Hour, time.Time{})
+	if err != nil {
+		return obs, err
+	}
+	dst := c.Pod(namespace, "dst-0")
+	src := c.Pod(namespace, "src-a-0")
+	url := func(tag string) string {
+		return fmt.Sprintf("https://%s/%s", netip.AddrPortFrom(dst.IP, constants.InboundPort), tag)
+	}
+	listener := map[string]string{"listener": xdsnames.InboundListener(namespace, "dst-0")}
+	clients := []struct {
+		tag, reason string
+		svid        *x509svid.SVID
+	}{
+		{"no-certificate", metrics.RefusedNoClientCert, nil},
+		{"other-trust-domain", metrics.RefusedPeer, foreign},
+		{"expired-svid", metrics.RefusedPeer, expired},
+	}
+	counted := map[string]float64{}
+	var parts []string
+	for _, cl := range clients {
+		labels := map[string]string{"listener": listener["listener"], "reason": cl.reason}
+		before, err := proxyMetric(ctx, c, "node-b", mRefused, labels)
+		if err != nil {
+			return obs, err
+		}
+		client, err := tlsClient(src, cl.svid, dstSNI)
+		if err != nil {
+			return obs, err
+		}
+		code, _, reqErr := get(ctx, client, url(cl.tag), dstAuthority)
+		// The client sees the server's alert before the server's
+		// handshake returns and counts it: wait for the count, bounded.
+		after, err := settledMetric(ctx, c, "node-b", mRefused, labels, before+1)
+		if err != nil {
+			return obs, err
+		}
+		counted[cl.tag] = after - before
+		obs.Facts[cl.tag] = map[string]any{"status": code, "client_error": fmt.Sprint(reqErr), "reason": cl.reason, "counted": after - before}
+		parts = append(parts, fmt.Sprintf("%s: %s +%v", cl.tag, cl.reason, after-before))
+	}
+	client, err := tlsClient(src, good, dstSNI)
+	if err != nil {
+		return obs, err
+	}
+	code, _, err := get(ctx, client, url("valid-svid"), dstAuthority)
+	obs.Facts["valid-svid"] = map[string]any{"status": code, "client_error": fmt.Sprint(err)}
+	seen, err := reachedApp(c, "no-certificate", "other-trust-domain", "expired-svid", "valid-svid")
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts["counted"] = counted
+	obs.Facts["app_saw"] = seen
+	obs.Summary = strings.Join(parts, "; ") + fmt.Sprintf("; valid SVID %d; the app saw %s", code, toJSON(seen))
+	return obs, c.Check()
+}
+
+// reachedApp reads, per tag, the XFCC of the request dst-0's app recorded
+// for it; a tag the app never saw is absent.
+func reachedApp(c *node.Cluster, tags ...string) (map[string]string, error) {
+	recs, err := c.Records(namespace, "dst-0")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, rec := range recs {
+		for _, tag := range tags {
+			if rec.Event == "http" && rec.Payload == dstAuthority+"/"+tag {
+				out[tag] = rec.XFCC
+			}
+		}
+	}
+	return out, nil
+}
+
+func checkRefusals(o redgreen.Observation) error {
+	counted, ok := o.Facts["counted"].(map[string]float64)
+	if !ok {
+		return errors.New("no refusal counts observed")
+	}
+	seen, _ := o.Facts["app_saw"].(map[string]string)
+	for _, tag := range []string{"no-certificate", "other-trust-domain", "expired-svid"} {
+		if counted[tag] < 1 {
+			return fmt.Errorf("%s was not counted as refused (%v)", tag, o.Facts[tag])
+		}
+		if s, ok := seen[tag]; ok {
+			return fmt.Errorf("%s reached the app (%s)", tag, s)
+		}
+	}
+	if want := "By=" + spiffeID("sa-dst") + ";URI=" + spiffeID("sa-a"); seen["valid-svid"] != want {
+		return fmt.Errorf("the valid SVID in the same run reached the app with XFCC %q, want %q: the listener, not the peers, may be what refused", seen["valid-svid"], want)
+	}
+	return nil
+}
+
+func unknownAuthority(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: "the response and the destination app's record", Facts: map[string]any{}}
+	c, err := r.cluster(ctx, perSource)
+	if err != nil {
+		return obs, err
+	}
+	url, err := meshURL(c, "/unknown-authority/src-a-0/0")
+	if err != nil {
+		return obs, err
+	}
+	host := "nope." + namespace + "." + meshDomain
+	code, body, err := get(ctx, meshClient(c.Pod(namespace, "src-a-0")), url, host)
+	if err != nil {
+		return obs, err
+	}
+	got, err := arrivals(c, "unknown-authority")
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts["status"], obs.Facts["body"], obs.Facts["app_saw"] = code, body, len(got)
+	obs.Summary = fmt.Sprintf("%s → %d %q; the app saw %d", host, code, strings.TrimSpace(body), len(got))
+	return obs, c.Check()
+}
+
+func checkUnknownAuthority(o redgreen.Observation) error {
+	if o.Facts["status"] != http.StatusNotFound || !strings.Contains(fmt.Sprint(o.Facts["body"]), "no mesh service has this authority") {
+		return fmt.Errorf("answered %v %q, want 404 naming the miss", o.Facts["status"], o.Facts["body"])
+	}
+	if o.Facts["app_saw"] != 0 {
+		return fmt.Errorf("the app saw %v requests, want none", o.Facts["app_saw"])
+	}
+	return nil
+}

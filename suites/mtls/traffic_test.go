@@ -1,0 +1,260 @@
+package mtls
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"golang.org/x/net/http2"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/identity"
+	"github.com/aether-mesh/aether/mesh/transparent"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
+	"github.com/aether-mesh/aether/rigs/node"
+)
+
+var (
+	dstAuthority = xdsnames.Authority("dst", namespace, meshDomain)
+	dstSNI       = xdsnames.SNI(8080, "dst", namespace, meshDomain)
+)
+
+func spiffeID(sa string) string { return "spiffe://" + trustDomain + "/ns/" + namespace + "/sa/" + sa }
+
+func (r *rig) svid(sa string, ttl time.Duration, at time.Time) (*x509svid.SVID, error) {
+	return r.ca.Issue(identity.Request{Account: identity.Account{Namespace: namespace, ServiceAccount: sa}, TTL: ttl, IssuedAt: at})
+}
+
+// podDialer dials from inside pod's netns, as the pod's app would.
+func podDialer(p *node.Pod) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		return transparent.DialTCP(ctx, p.NS.Path, ap, transparent.Options{})
+	}
+}
+
+// meshClient is a pod app's HTTP/1.1 client for the 18081 spelling: it
+// dials the ClusterIP on 18081, which the capture diverts to the pod's
+// outbound listener.
+func meshClient(p *node.Pod) *http.Client {
+	dial := podDialer(p)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) },
+	}}
+}
+
+// h2cClient is the same over prior-knowledge HTTP/2 (the benchmark's app).
+func h2cClient(p *node.Pod) *http.Client {
+	dial := podDialer(p)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, _, addr string, _ *tls.Config) (net.Conn, error) { return dial(ctx, addr) },
+	}}
+}
+
+// tlsClient dials a TLS peer from pod's netns presenting svid (none when
+// nil) with sni, over h2; the server is verified as any member of the
+// trust domain by the caller's check, not here.
+func tlsClient(p *node.Pod, svid *x509svid.SVID, sni string) (*http.Client, error) {
+	cfg := &tls.Config{ServerName: sni, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13,
+		InsecureSkipVerify: true, SessionTicketsDisabled: true}
+	if svid != nil {
+		chain, key, err := svid.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(chain, key)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	dial := podDialer(p)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http2.Transport{TLSClientConfig: cfg,
+		DialTLSContext: func(ctx context.Context, _, addr string, cfg *tls.Config) (net.Conn, error) {
+			c, err := dial(ctx, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		},
+	}}, nil
+}
+
+// get sends one request with authority host to url and returns its status
+// and body.
+func get(ctx context.Context, c *http.Client, url, host string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func meshURL(c *node.Cluster, path string) (string, error) {
+	vip, err := c.ServiceVIP(namespace, "dst")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://%s%s", netip.AddrPortFrom(vip, constants.HTTPOutboundPort), path), nil
+}
+
+// sendFrom sends n requests from each source pod at once, tagged
+// /<tag>/<pod>/<i>, and returns how many answered 200 per pod.
+func sendFrom(ctx context.Context, c *node.Cluster, tag string, n int, pods ...string) (map[string]int, error) {
+	var (
+		mu    sync.Mutex
+		ok    = map[string]int{}
+		first error
+		wg    sync.WaitGroup
+	)
+	for _, name := range pods {
+		p := c.Pod(namespace, name)
+		if p == nil {
+			return nil, fmt.Errorf("no pod %s/%s", namespace, name)
+		}
+		client := meshClient(p)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				url, err := meshURL(c, fmt.Sprintf("/%s/%s/%d", tag, name, i))
+				code := 0
+				if err == nil {
+					code, _, err = get(ctx, client, url, dstAuthority)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("request %d from %s: %w", i, name, err)
+				}
+				if code == http.StatusOK {
+					ok[name]++
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return ok, first
+}
+
+// arrivals reads the destination app's record: for each request tagged
+// tag, the sending pod (from its path) and the peer URI in its XFCC.
+func arrivals(c *node.Cluster, tag string) (map[string]map[string]int, error) {
+	recs, err := c.Records(namespace, "dst-0")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]int{}
+	prefix := dstAuthority + "/" + tag + "/"
+	for _, rec := range recs {
+		if rec.Event != "http" || !strings.HasPrefix(rec.Payload, prefix) {
+			continue
+		}
+		from, _, _ := strings.Cut(strings.TrimPrefix(rec.Payload, prefix), "/")
+		_, uri, found := strings.Cut(rec.XFCC, "URI=")
+		if !found {
+			uri = "(no XFCC)"
+		}
+		if out[from] == nil {
+			out[from] = map[string]int{}
+		}
+		out[from][uri]++
+	}
+	return out, nil
+}
+
+// proxyMetric sums a counter on nodeName's proxy over samples with labels.
+func proxyMetric(ctx context.Context, c *node.Cluster, nodeName, family string, labels map[string]string) (float64, error) {
+	n := c.Node(nodeName)
+	body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	v, _ := node.Metric(body, family, labels)
+	return v, nil
+}
+
+// settledMetric reads a counter until it reaches want or 5 s pass, and
+// returns what it read last.
+func settledMetric(ctx context.Context, c *node.Cluster, nodeName, family string, labels map[string]string, want float64) (float64, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := proxyMetric(ctx, c, nodeName, family, labels)
+		if err != nil || v >= want || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const (
+	mRefused       = "aether_proxy_http_tls_refused_total"
+	mUpstreamConns = "aether_proxy_http_upstream_connections_total"
+)
+
+// waitHTTPListeners waits until both proxies serve the mTLS listeners and
+// one request from each source gets through (their secrets have arrived).
+func waitHTTPListeners(ctx context.Context, c *node.Cluster) error {
+	want := map[string]string{
+		"node-b": xdsnames.InboundListener(namespace, "dst-0"),
+		"node-a": xdsnames.OutboundListener(namespace, "src-a-0"),
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		last = nil
+		for nodeName, l := range want {
+			n := c.Node(nodeName)
+			body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+			if err == nil && !strings.Contains(body, `listener="`+l+`"`) {
+				err = fmt.Errorf("no listener %s on %s's proxy yet", l, nodeName)
+			}
+			if err != nil {
+				last = err
+			}
+		}
+		if last == nil {
+			// src-a-0 first: where the pool ignores the identity, the
+			// connection is then A's (the unhashed-identity control).
+			ok, err := sendFrom(ctx, c, "warmup", 1, "src-a-0")
+			if err == nil && ok["src-a-0"] == 1 {
+				ok, err = sendFrom(ctx, c, "warmup", 1, "src-b-0")
+			}
+			if err == nil && ok["src-b-0"] == 1 {
+				return nil
+			}
+			last = fmt.Errorf("warm-up requests: %v answered 200 (%v)", ok, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the mTLS path did not come up in 60 s: %w", last)
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

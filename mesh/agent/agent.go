@@ -310,7 +310,11 @@ func (a *Agent) Apply(st *registry.State) error {
 	}
 	// A full publish sends what the cache holds against out, so the
 	// twins must be in out, or it would drop them.
-	twins := a.pairs.overlay(out, st, a.opts.Node, a.twins)
+	twins, err := a.pairs.overlay(out, st, a.opts.Node, a.opts.HTTP, a.twins)
+	if err != nil {
+		a.resync = true
+		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
+	}
 	if err := validate.Check(out.Resources); err != nil {
 		var ve *validate.Error
 		reason := "gate"

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -109,10 +108,15 @@ func (a *Agent) admitTwin(name string) string {
 	if a.opts.Transport == TransportH2 {
 		return RefusedTransportH2
 	}
-	if reason := twinRefusal(a.state, a.opts.Node, t); reason != "" {
+	tw, reason, err := twinFor(a.state, a.opts.Node, a.opts.HTTP, t)
+	if err != nil {
+		a.log.Error("failed to build a twin", "cluster", name, "err", err)
+		return RefusedPublish
+	}
+	if reason != "" {
 		return reason
 	}
-	c, cla := twinResources(a.state, t)
+	c, cla := tw[0], tw[1]
 	// The load assignment first: a proxy given the cluster asks for it
 	// by name at once.
 	if err := a.caches[endpointIdx].UpdateResource(name, cla); err != nil {
@@ -124,14 +128,14 @@ func (a *Agent) admitTwin(name string) string {
 		return RefusedPublish
 	}
 	a.pairs[t] = true
-	a.twins[name] = servedTwin{c, cla}
+	a.twins[name] = tw
 	a.current = withTwin(a.current, c, cla)
 	return ""
 }
 
 // withTwin is out with one more twin, leaving out itself (which the
 // builder may share) as it was.
-func withTwin(out *Output, c types.Resource, cla *endpoint.ClusterLoadAssignment) *Output {
+func withTwin(out *Output, c, cla types.Resource) *Output {
 	next := *out
 	next.Resources = maps.Clone(out.Resources)
 	next.Resources[resource.ClusterType] = append(slices.Clip(out.Resources[resource.ClusterType]), c)

@@ -25,11 +25,13 @@ const (
 	RefusedNoReadyEndpoint    = "no-ready-endpoint"
 	RefusedNoLocalPod         = "no-local-pod-for-sa"
 	RefusedTransportH2        = "mesh-transport-h2"
+	RefusedNotHTTP            = "not-http"
+	RefusedNotIdentityReady   = "not-identity-ready"
 	RefusedPublish            = "publish-failed"
 )
 
 var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, RefusedNotDependency,
-	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedPublish}
+	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedPublish}
 
 // twinRefusal says why st gives node no twin for t, or "" when it does. A
 // twin is demand-scoped: it exists only for a pair that dialled, and only
@@ -55,17 +57,32 @@ func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
 	return ""
 }
 
-// twinResources are a twin's cluster and its own load assignment: every
-// ready endpoint of the destination at the per-pod inbound, UDP 18008,
-// where the destination's proxy serves QUIC (R3). The EDS name is the
-// twin's own, never the base cluster's (#1008).
-func twinResources(st *registry.State, t xdsnames.Twin) (*cluster.Cluster, *endpoint.ClusterLoadAssignment) {
+// twinFor is t's cluster and its own load assignment, or why st gives
+// node no twin for t. The load assignment holds every ready endpoint of
+// the destination at the per-pod inbound, UDP 18008, where the
+// destination's proxy serves QUIC (R3); its name is the twin's own, never
+// the base cluster's (#1008). On the mTLS path (http set) the cluster
+// carries the QUIC upstream transport and HTTP/3; without it, it is a
+// bare EDS cluster, which is all the on-demand machinery needs.
+func twinFor(st *registry.State, node string, http *HTTPPath, t xdsnames.Twin) (servedTwin, string, error) {
+	if reason := twinRefusal(st, node, t); reason != "" {
+		return servedTwin{}, reason, nil
+	}
 	name := xdsnames.TwinCluster(t)
-	c := &cluster.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: edsType,
-		ConnectTimeout:       edsTimeout,
-		EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{ServiceName: name, EdsConfig: edsAdsSource},
+	var c *cluster.Cluster
+	if http != nil {
+		var reason string
+		var err error
+		if c, reason, err = http.twin(st, t); err != nil || reason != "" {
+			return servedTwin{}, reason, err
+		}
+	} else {
+		c = &cluster.Cluster{
+			Name:                 name,
+			ClusterDiscoveryType: edsType,
+			ConnectTimeout:       edsTimeout,
+			EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{ServiceName: name, EdsConfig: edsAdsSource},
+		}
 	}
 	loc := &endpoint.LocalityLbEndpoints{}
 	for _, ep := range st.ReadyEndpoints(registry.Key{Namespace: t.Namespace, Name: t.Service}) {
@@ -80,7 +97,7 @@ func twinResources(st *registry.State, t xdsnames.Twin) (*cluster.Cluster, *endp
 			LoadBalancingWeight: lbWeight(max(ep.Weight, 1)),
 		})
 	}
-	return c, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{loc}}
+	return servedTwin{c, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{loc}}}, "", nil
 }
 
 // pairs is the agent's record of the (source account, destination) pairs
@@ -98,15 +115,18 @@ type servedTwin [2]types.Resource
 // whose messages moved is updated, one no longer admissible removed. It
 // returns the twins out serves. out's lists and maps belong to the builder,
 // so they are copied, never appended to in place.
-func (ps pairs) overlay(out *Output, st *registry.State, node string, served map[string]servedTwin) map[string]servedTwin {
+func (ps pairs) overlay(out *Output, st *registry.State, node string, http *HTTPPath, served map[string]servedTwin) (map[string]servedTwin, error) {
 	if len(ps) == 0 && len(served) == 0 {
-		return served
+		return served, nil
 	}
 	next := make(map[string]servedTwin, len(ps))
 	for t := range ps {
-		if twinRefusal(st, node, t) == "" {
-			c, l := twinResources(st, t)
-			next[c.Name] = servedTwin{c, l}
+		tw, reason, err := twinFor(st, node, http, t)
+		if err != nil {
+			return nil, err
+		}
+		if reason == "" {
+			next[xdsnames.TwinCluster(t)] = tw
 		}
 	}
 	names := slices.Sorted(maps.Keys(next))
@@ -142,5 +162,5 @@ func (ps pairs) overlay(out *Output, st *registry.State, node string, served map
 			out.Changes[typ] = c
 		}
 	}
-	return next
+	return next, nil
 }

@@ -88,3 +88,11 @@ const (
 	// typed config is a ClusterAction.
 	ClusterAction = "cluster"
 )
+
+// QuicInboundListenerPrefix names a pod's QUIC inbound on UDP 18008.
+const QuicInboundListenerPrefix = "quic-inbound~"
+
+// QuicInboundListener names pod's QUIC inbound.
+func QuicInboundListener(namespace, pod string) string {
+	return QuicInboundListenerPrefix + namespace + "~" + pod
+}

@@ -13,6 +13,7 @@ import (
 	xdscore "github.com/cncf/xds/go/xds/core/v3"
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -113,4 +114,66 @@ func pack(m proto.Message) (*anypb.Any, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// WithTwins rewrites an outbound listener's routes: each route to an h2
+// cluster with a selection in sels (keyed by the h2 cluster) selects per
+// source instead, and the on_demand filter goes before the router, so a
+// twin is fetched on its first request. A listener with no such route is
+// returned as it was.
+func WithTwins(l *listenerv3.Listener, sels map[string]Selection) (*listenerv3.Listener, error) {
+	out := proto.Clone(l).(*listenerv3.Listener)
+	changed := false
+	for _, fc := range out.GetFilterChains() {
+		for _, f := range fc.GetFilters() {
+			if f.GetName() != xdsnames.HTTPConnectionManager {
+				continue
+			}
+			h := &hcmv3.HttpConnectionManager{}
+			if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
+				return nil, fmt.Errorf("listener %s: %w", l.GetName(), err)
+			}
+			n, err := selectTwins(h, sels)
+			if err != nil {
+				return nil, fmt.Errorf("listener %s: %w", l.GetName(), err)
+			}
+			if n == 0 {
+				continue
+			}
+			od, err := OnDemandFilter()
+			if err != nil {
+				return nil, err
+			}
+			h.HttpFilters = append([]*hcmv3.HttpFilter{od}, h.HttpFilters...)
+			tc, err := pack(h)
+			if err != nil {
+				return nil, err
+			}
+			f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: tc}
+			changed = true
+		}
+	}
+	if !changed {
+		return l, nil
+	}
+	return out, nil
+}
+
+func selectTwins(h *hcmv3.HttpConnectionManager, sels map[string]Selection) (int, error) {
+	n := 0
+	for _, vh := range h.GetRouteConfig().GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			sel, ok := sels[r.GetRoute().GetCluster()]
+			if !ok {
+				continue
+			}
+			ra, err := Route(sel)
+			if err != nil {
+				return 0, err
+			}
+			r.Action = &routev3.Route_Route{Route: ra}
+			n++
+		}
+	}
+	return n, nil
 }

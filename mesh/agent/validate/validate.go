@@ -117,6 +117,7 @@ func Check(r Resources) error {
 	c.wipFields()
 	c.udpSessionLimits()
 	c.twins()
+	c.quicR4()
 	if len(c.failures) > 0 {
 		return &Error{Failures: c.failures}
 	}

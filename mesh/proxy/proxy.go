@@ -451,6 +451,16 @@ type running struct {
 	u *udp.Listener
 	t *tcp.Listener
 	h *h2.Listener
+	q *h2.QUICListener
+}
+
+// quicOf is a spec's QUIC server settings, zero for any other listener:
+// a change of them needs a new server, so a new socket.
+func quicOf(s *listener.Spec) listener.QUIC {
+	if s.HTTP == nil || s.HTTP.QUIC == nil {
+		return listener.QUIC{}
+	}
+	return *s.HTTP.QUIC
 }
 
 func (r running) close() {
@@ -462,6 +472,9 @@ func (r running) close() {
 	}
 	if r.h != nil {
 		_ = r.h.Close()
+	}
+	if r.q != nil {
+		_ = r.q.Close()
 	}
 }
 
@@ -478,12 +491,19 @@ func (r running) update(s *listener.Spec) {
 	if r.h != nil {
 		r.h.Update(s.HTTP)
 	}
+	if r.q != nil {
+		r.q.Update(s.HTTP)
+	}
 }
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
 	if s.UDP != nil {
 		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		return running{u: u}, err
+	}
+	if s.HTTP != nil && s.HTTP.QUIC != nil {
+		q, err := h2.ListenQUIC(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		return running{q: q}, err
 	}
 	if s.HTTP != nil {
 		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics})
@@ -534,7 +554,7 @@ func (p *Proxy) planLocked(specs []*listener.Spec, removed []string) listenerPla
 	for _, s := range specs {
 		updated[s.Name] = true
 		switch old := p.specs[s.Name]; {
-		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil):
+		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil) && quicOf(old) == quicOf(s):
 			pl.keep = append(pl.keep, s)
 		case old != nil:
 			pl.gone = append(pl.gone, s.Name)

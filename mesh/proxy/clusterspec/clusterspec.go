@@ -41,6 +41,9 @@ func (s *Selector) Cluster(value string, ok bool) string {
 	return s.noMatch
 }
 
+// Floor is on_no_match's cluster: the one a source without an arm gets.
+func (s *Selector) Floor() string { return s.noMatch }
+
 // Clusters is every cluster the selector can name, sorted.
 func (s *Selector) Clusters() []string {
 	set := map[string]bool{}

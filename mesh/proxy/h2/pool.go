@@ -115,10 +115,10 @@ func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	if s.TLS == nil {
 		return t
 	}
-	t.ForceAttemptHTTP2 = s.HTTP2
+	t.ForceAttemptHTTP2 = s.HTTP == cluster.HTTP2
 	t.Protocols = new(http.Protocols)
-	t.Protocols.SetHTTP2(s.HTTP2)
-	t.Protocols.SetHTTP1(!s.HTTP2)
+	t.Protocols.SetHTTP2(s.HTTP == cluster.HTTP2)
+	t.Protocols.SetHTTP1(s.HTTP != cluster.HTTP2)
 	t.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		c, err := p.dialTCP(ctx, s)
 		if err != nil {

@@ -122,7 +122,13 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
 		pairs: pairs{}, twins: map[string]servedTwin{}}
-	a.builder.HTTP = opts.HTTP
+	if opts.Transport == TransportH2 && opts.HTTP != nil && opts.HTTP.EastWest {
+		// The h2 floor everywhere: no route may name a twin.
+		h := *opts.HTTP
+		h.EastWest = false
+		a.opts.HTTP = &h
+	}
+	a.builder.HTTP = a.opts.HTTP
 	a.mux = &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },

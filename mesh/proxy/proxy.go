@@ -502,11 +502,11 @@ func (p *Proxy) open(s *listener.Spec) (running, error) {
 		return running{u: u}, err
 	}
 	if s.HTTP != nil && s.HTTP.QUIC != nil {
-		q, err := h2.ListenQUIC(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		q, err := h2.ListenQUIC(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand})
 		return running{q: q}, err
 	}
 	if s.HTTP != nil {
-		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand})
 		return running{h: h}, err
 	}
 	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})

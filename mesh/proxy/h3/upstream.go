@@ -54,17 +54,47 @@ func NewUpstream(o UpstreamOptions) (*Upstream, error) {
 		VerifyConnection:     VerifyServer(o.Bundles, o.SNI),
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return o.Certificate() },
 	}
-	rt := &http3.Transport{
+	return NewUpstreamTLS(o.Transport, tc), nil
+}
+
+// NewUpstreamTLS is a twin's client with a ready client configuration:
+// the data plane's, which verifies the server as its TLS context says
+// (WithNameCheck adds the QUIC client's name check).
+func NewUpstreamTLS(tr *quic.Transport, tc *tls.Config) *Upstream {
+	return &Upstream{rt: &http3.Transport{
 		TLSClientConfig: tc,
 		Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 			ap, err := netip.ParseAddrPort(addr)
 			if err != nil {
 				return nil, fmt.Errorf("h3 upstream: endpoint %q: %w", addr, err)
 			}
-			return o.Transport.DialEarly(ctx, net.UDPAddrFromAddrPort(ap), tc, qc)
+			return tr.DialEarly(ctx, net.UDPAddrFromAddrPort(ap), tc, qc)
 		},
+	}}
+}
+
+// WithNameCheck returns tc verifying, after its own check of the server's
+// identity, the leaf's DNS SANs against the SNI, as Envoy's QUIC client
+// does on top of its certificate validator (Q5).
+func WithNameCheck(tc *tls.Config) *tls.Config {
+	tc = tc.Clone()
+	verify := tc.VerifyConnection
+	sni := tc.ServerName
+	tc.VerifyConnection = func(cs tls.ConnectionState) error {
+		if verify != nil {
+			if err := verify(cs); err != nil {
+				return err
+			}
+		}
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("h3 upstream: server presented no certificate")
+		}
+		if err := cs.PeerCertificates[0].VerifyHostname(sni); err != nil {
+			return fmt.Errorf("h3 upstream: server DNS SANs %v do not match SNI %q: %w", cs.PeerCertificates[0].DNSNames, sni, err)
+		}
+		return nil
 	}
-	return &Upstream{rt: rt}, nil
+	return tc
 }
 
 // RoundTrip sends req to endpoint ep over the twin's connection to it.

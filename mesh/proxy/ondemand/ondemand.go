@@ -94,6 +94,12 @@ func (d *Discovery) Names() []string {
 // (at once if it already is), ErrMissing when the server answers it
 // absent, ErrTimeout after the timeout, or ctx's error.
 func (d *Discovery) Await(ctx context.Context, name string) error {
+	return d.AwaitWithin(ctx, name, d.Timeout)
+}
+
+// AwaitWithin is Await with the on_demand filter's own timeout (zero:
+// DefaultTimeout).
+func (d *Discovery) AwaitWithin(ctx context.Context, name string, timeout time.Duration) error {
 	d.mu.Lock()
 	d.init()
 	if d.present[name] {
@@ -120,7 +126,6 @@ func (d *Discovery) Await(ctx context.Context, name string) error {
 			return fmt.Errorf("failed to subscribe to cluster %q on demand: %w", name, err)
 		}
 	}
-	timeout := d.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}

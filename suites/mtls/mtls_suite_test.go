@@ -106,7 +106,9 @@ func (r *rig) cluster(ctx context.Context, mode upstreamCert) (*node.Cluster, er
 	c, err := node.Up(ctx, node.Config{
 		Scenario: scenario, Mode: constants.CaptureTProxy, Bin: r.bin, RunDir: dir,
 		AgentArgs: []string{"--trust-domain", trustDomain, "--mesh-domain", meshDomain,
-			"--ca-dir", r.caDir, "--access-log-dir", filepath.Join(dir, "access"), "--upstream-cert", string(mode)},
+			"--ca-dir", r.caDir, "--access-log-dir", filepath.Join(dir, "access"), "--upstream-cert", string(mode),
+			// This suite proves the HTTP/2 floor; east-west QUIC has its own.
+			"--mesh-transport", "h2"},
 		EchoTLS: echoTLS,
 		Logf:    func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) },
 	})

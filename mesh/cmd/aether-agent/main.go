@@ -110,6 +110,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if opts.HTTP != nil {
+		// East-west QUIC rides the mTLS path; --mesh-transport h2 turns
+		// it off again (agent.New).
+		opts.HTTP.EastWest = true
+	}
 	a, err := agent.New(opts)
 	if err != nil {
 		return err

@@ -138,9 +138,21 @@ func firstRequest(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	if err := sendFrom(ctx, c, "cart", "first", perSourceN, "web-0"); err != nil {
+	// The pair's first request alone, then one more alone, each timed at
+	// the client: recorded, not asserted (a loaded machine moves them).
+	var took [2]time.Duration
+	for i := range took {
+		start := time.Now()
+		if err := sendFrom(ctx, c, "cart", fmt.Sprintf("first%d", i), 1, "web-0"); err != nil {
+			return obs, err
+		}
+		took[i] = time.Since(start)
+	}
+	if err := sendFrom(ctx, c, "cart", "first", perSourceN-len(took), "web-0"); err != nil {
 		return obs, err
 	}
+	obs.Facts["first_request_ms"] = float64(took[0].Microseconds()) / 1000
+	obs.Facts["second_request_ms"] = float64(took[1].Microseconds()) / 1000
 	after, err := agentCounter(ctx, c, "node-a", admitted)
 	if err != nil {
 		return obs, err
@@ -154,7 +166,8 @@ func firstRequest(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	obs.Facts["admitted"], obs.Facts["inbound"], obs.Facts["twins"] = after-before, seen, twins
-	obs.Summary = fmt.Sprintf("admitted %v for %d requests; inbound saw %s; node-a serves %v twins", after-before, perSourceN, toJSON(seen), twins)
+	obs.Summary = fmt.Sprintf("admitted %v for %d requests; inbound saw %s; node-a serves %v twins; first request %.1f ms, second %.1f ms (client-timed, recorded only)",
+		after-before, perSourceN, toJSON(seen), twins, obs.Facts["first_request_ms"], obs.Facts["second_request_ms"])
 	return obs, c.Check()
 }
 

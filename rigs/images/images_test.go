@@ -6,13 +6,19 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -97,7 +103,69 @@ func TestImagesReadBackFromTheirTarballs(t *testing.T) {
 				}
 				checkStatic(t, b, f.data)
 			}
+			if img.Ref == TestApp.Ref {
+				checkHTTPEcho(t, files["usr/local/bin/aether-node"].data)
+			}
 		})
+	}
+}
+
+// checkHTTPEcho runs the test app's aether-node, as read back from the
+// image, as the mTLS scenario's pods run it (backend --http), and asks it
+// one request carrying an XFCC header: the image holds the HTTP echo
+// when its record shows the request with that XFCC.
+func checkHTTPEcho(t *testing.T, binary []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, record := filepath.Join(dir, "aether-node"), filepath.Join(dir, "record")
+	if err := os.WriteFile(bin, binary, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "backend", "--name", "dst-0", "--record", record, "--http", strconv.Itoa(port))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	const xfcc = "By=spiffe://aether.test/ns/demo/sa/sa-dst;URI=spiffe://aether.test/ns/demo/sa/sa-a"
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/image-check", port), nil)
+		req.Header.Set("X-Forwarded-Client-Cert", xfcc)
+		if resp, err = http.DefaultClient.Do(req); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the image's aether-node serves no HTTP echo on %d: %v\n%s", port, err, out.String())
+	}
+	resp.Body.Close()
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Event, Payload, XFCC string }
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("record line %q: %v", line, err)
+		}
+		if rec.Event == "http" {
+			break
+		}
+	}
+	if rec.Event != "http" || rec.Payload != fmt.Sprintf("127.0.0.1:%d/image-check", port) || rec.XFCC != xfcc {
+		t.Fatalf("the image's HTTP echo recorded %+v, want the request with XFCC %q\n%s", rec, xfcc, b)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package cluster is what the suites need from a cluster, whichever kind it
 // is: the scenario's pods and services, a client socket inside a pod, each
-// backend's own record (the witness), live registry changes, and the
-// proxies' counters. The suite bodies are written against Cluster only, so
+// backend's own record (the witness), live registry changes, the proxies'
+// counters and CPU time, and the mTLS path's configuration (Config.MTLS). The suite bodies are written against Cluster only, so
 // the same red-then-green cases run on the embedded netns cluster (this
 // package's Netns provider, the default) and on kind (suites/cluster/kind).
 package cluster
@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -50,6 +51,29 @@ type Config struct {
 	// RunDir keeps what the run leaves behind: logs, records.
 	RunDir string
 	Logf   func(format string, args ...any)
+	// MTLS, when set, turns on the mTLS HTTP/2 path in every agent and
+	// gives the pods' HTTP echo its own mTLS port.
+	MTLS *MTLS
+}
+
+// MTLS is the mTLS HTTP/2 path's configuration.
+type MTLS struct {
+	TrustDomain, MeshDomain string
+	// CADir holds the CA every agent signs SVIDs with (identity.CAFile),
+	// made by the suite so that its own clients' SVIDs are the mesh's.
+	CADir string
+	// UpstreamCert is the agents' --upstream-cert: per-source (the mesh),
+	// or one of the #831 controls, static or unhashed-identity.
+	UpstreamCert string
+	// EchoTLS, when set, is every pod app's own mTLS port.
+	EchoTLS *EchoTLS
+}
+
+// EchoTLS is the HTTP echo's own mTLS port and its PEM files: the app's
+// SVID, its key, and the bundle it verifies peers with.
+type EchoTLS struct {
+	Port              int
+	Cert, Key, Bundle string
 }
 
 // Provider brings up clusters of one kind.
@@ -58,9 +82,11 @@ type Provider interface {
 	Up(ctx context.Context, cfg Config) (Cluster, error)
 }
 
-// Pod is one of the scenario's pods. Node is the scenario's node name.
+// Pod is one of the scenario's pods. Node is the scenario's node name; IP
+// the address the cluster gave it.
 type Pod struct {
 	Namespace, Name, Node string
+	IP                    netip.Addr
 }
 
 // Record is one line of a backend's record (rigs/node's echo backend, which
@@ -86,6 +112,8 @@ type Cluster interface {
 	// Metrics is the Prometheus text of the agent's or the proxy's
 	// /metrics on scenario node node.
 	Metrics(ctx context.Context, node string, of Component) (string, error)
+	// ProxyCPU is the CPU time (user + system) node's proxy has used.
+	ProxyCPU(ctx context.Context, node string) (time.Duration, error)
 	// Check reports any mesh or backend process that has died.
 	Check(ctx context.Context) error
 	Close() error

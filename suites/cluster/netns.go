@@ -2,9 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
@@ -20,7 +24,27 @@ type NetnsProvider struct {
 func (NetnsProvider) Name() string { return Netns }
 
 func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
-	c, err := node.Up(ctx, node.Config{Scenario: cfg.Scenario, Mode: cfg.Mode, Bin: p.Bin, RunDir: cfg.RunDir, Logf: cfg.Logf})
+	nc := node.Config{Scenario: cfg.Scenario, Mode: cfg.Mode, Bin: p.Bin, RunDir: cfg.RunDir, Logf: cfg.Logf}
+	if m := cfg.MTLS; m != nil {
+		if cfg.RunDir == "" {
+			return nil, errors.New("config: the mTLS path needs a RunDir for the proxies' access logs")
+		}
+		// The proxies append their access logs here; like Envoy they open
+		// the file, not its directory.
+		access := filepath.Join(cfg.RunDir, "access")
+		if err := os.MkdirAll(access, 0o755); err != nil {
+			return nil, fmt.Errorf("failed to create the access log dir: %w", err)
+		}
+		nc.AgentArgs = []string{"--trust-domain", m.TrustDomain, "--mesh-domain", m.MeshDomain,
+			"--ca-dir", m.CADir, "--access-log-dir", access, "--upstream-cert", m.UpstreamCert,
+			// The mTLS path's suites prove the HTTP/2 floor; east-west
+			// QUIC (aether-agent's default) has its own suite.
+			"--mesh-transport", "h2"}
+		if t := m.EchoTLS; t != nil {
+			nc.EchoTLS = fmt.Sprintf("%d,%s,%s,%s,%s", t.Port, t.Cert, t.Key, t.Bundle, m.TrustDomain)
+		}
+	}
+	c, err := node.Up(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +60,7 @@ type netnsCluster struct {
 func (n *netnsCluster) Pods() []Pod {
 	var out []Pod
 	for _, p := range n.c.Pods() {
-		out = append(out, Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Node})
+		out = append(out, Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Node, IP: p.IP})
 	}
 	return out
 }
@@ -89,6 +113,23 @@ func (n *netnsCluster) Metrics(ctx context.Context, name string, of Component) (
 		return nd.Get(ctx, nd.ProxyMetrics, "/metrics")
 	}
 	return "", fmt.Errorf("no component %q on node %s (want %q or %q)", of, name, Agent, Proxy)
+}
+
+func (n *netnsCluster) ProxyCPU(_ context.Context, name string) (time.Duration, error) {
+	nd := n.c.Node(name)
+	if nd == nil {
+		return 0, fmt.Errorf("no node %s in the cluster", name)
+	}
+	pid := nd.ProxyPID()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of node %s's proxy: %w", name, err)
+	}
+	d, err := ParseProcStat(b)
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of node %s's proxy (pid %d): %w", name, pid, err)
+	}
+	return d, nil
 }
 
 func (n *netnsCluster) Check(context.Context) error { return n.c.Check() }

@@ -8,22 +8,21 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/suites/cluster"
 )
 
 const (
 	benchWindow      = 3 * time.Second
 	benchConcurrency = 16
-	// clockTick is USER_HZ, the unit of /proc/<pid>/stat's CPU times; 100
-	// on every Linux architecture the rig runs on.
-	clockTick = 10 * time.Millisecond
 )
+
+// proxies are the nodes whose proxies a request crosses.
+var proxies = []string{"node-a", "node-b"}
 
 // window is one measured run of one arm.
 type window struct {
@@ -45,14 +44,20 @@ type benchResult struct {
 // outbound listener, h2 over mTLS between the proxies) and app → app over
 // TLS (h2, the app's own mTLS port), in one run, ABBA, at the same
 // concurrency from the same source pod to the same app.
-func benchmark(ctx context.Context, r *rig, c *node.Cluster) (*benchResult, error) {
-	src := c.Pod(namespace, "src-a-0")
-	dst := c.Pod(namespace, "dst-0")
+func benchmark(ctx context.Context, r *rig, c cluster.Cluster) (*benchResult, error) {
+	src, err := cluster.PodNamed(c, namespace, "src-a-0")
+	if err != nil {
+		return nil, err
+	}
+	dst, err := cluster.PodNamed(c, namespace, "dst-0")
+	if err != nil {
+		return nil, err
+	}
 	svid, err := r.svid("sa-a", time.Hour, time.Time{})
 	if err != nil {
 		return nil, err
 	}
-	direct, err := tlsClient(src, svid, dstSNI)
+	direct, err := tlsClient(c, src, svid, dstSNI)
 	if err != nil {
 		return nil, err
 	}
@@ -61,30 +66,29 @@ func benchmark(ctx context.Context, r *rig, c *node.Cluster) (*benchResult, erro
 		return nil, err
 	}
 	arms := map[string]func() (*http.Client, string){
-		"mesh h2": func() (*http.Client, string) { return h2cClient(src), meshURLs },
+		"mesh h2": func() (*http.Client, string) { return h2cClient(c, src), meshURLs },
 		"direct TLS": func() (*http.Client, string) {
 			return direct, fmt.Sprintf("https://%s/bench", netip.AddrPortFrom(dst.IP, echoTLSPort))
 		},
 	}
-	pids := []int{c.Node("node-a").ProxyPID(), c.Node("node-b").ProxyPID()}
 	res := &benchResult{Concurrency: benchConcurrency}
 	for _, arm := range []string{"mesh h2", "direct TLS", "direct TLS", "mesh h2"} {
 		client, url := arms[arm]()
-		w, err := runWindow(ctx, client, url, arm, pids)
+		w, err := runWindow(ctx, c, client, url, arm)
 		if err != nil {
 			return nil, err
 		}
 		res.Windows = append(res.Windows, w)
 	}
-	return res, c.Check()
+	return res, c.Check(ctx)
 }
 
-func runWindow(ctx context.Context, client *http.Client, url, arm string, pids []int) (window, error) {
+func runWindow(ctx context.Context, c cluster.Cluster, client *http.Client, url, arm string) (window, error) {
 	// One warm-up request opens the connections the window reuses.
 	if code, _, err := get(ctx, client, url, dstAuthority); err != nil || code != http.StatusOK {
 		return window{}, fmt.Errorf("%s warm-up: %d %v", arm, code, err)
 	}
-	cpu0, err := cpuOf(pids)
+	cpu0, err := proxyCPU(ctx, c)
 	if err != nil {
 		return window{}, err
 	}
@@ -107,7 +111,7 @@ func runWindow(ctx context.Context, client *http.Client, url, arm string, pids [
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
-	cpu1, err := cpuOf(pids)
+	cpu1, err := proxyCPU(ctx, c)
 	if err != nil {
 		return window{}, err
 	}
@@ -118,25 +122,15 @@ func runWindow(ctx context.Context, client *http.Client, url, arm string, pids [
 	return w, nil
 }
 
-// cpuOf sums the processes' user and system CPU time from /proc.
-func cpuOf(pids []int) (time.Duration, error) {
+// proxyCPU sums the proxies' user and system CPU time.
+func proxyCPU(ctx context.Context, c cluster.Cluster) (time.Duration, error) {
 	var total time.Duration
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	for _, n := range proxies {
+		d, err := c.ProxyCPU(ctx, n)
 		if err != nil {
-			return 0, fmt.Errorf("CPU time of pid %d: %w", pid, err)
+			return 0, err
 		}
-		// Fields after the parenthesised command: utime and stime are the
-		// 14th and 15th of the whole line.
-		rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-		f := strings.Fields(rest)
-		for _, i := range []int{11, 12} {
-			v, err := strconv.ParseInt(f[i], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("CPU time of pid %d: field %d: %w", pid, i+3, err)
-			}
-			total += time.Duration(v) * clockTick
-		}
+		total += d
 	}
 	return total, nil
 }

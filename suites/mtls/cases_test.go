@@ -15,8 +15,8 @@ import (
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
-	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/suites/cluster"
 )
 
 const (
@@ -102,7 +102,7 @@ func pooled(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgree
 	if _, err := sendFrom(ctx, c, tag, perSourceN, "src-b-0"); err != nil {
 		return obs, err
 	}
-	got, err := arrivals(c, tag)
+	got, err := arrivals(ctx, c, tag)
 	if err != nil {
 		return obs, err
 	}
@@ -116,7 +116,7 @@ func pooled(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgree
 	}
 	obs.Facts["arrived_as"], obs.Facts["connections_opened"] = got, opened
 	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s; upstream connections opened: %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]), toJSON(opened))
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkPooledAsA(o redgreen.Observation) error {
@@ -147,7 +147,7 @@ func identities(ctx context.Context, r *rig, mode upstreamCert, tag string) (red
 	if err != nil {
 		return obs, err
 	}
-	got, err := arrivals(c, tag)
+	got, err := arrivals(ctx, c, tag)
 	if err != nil {
 		return obs, err
 	}
@@ -155,7 +155,7 @@ func identities(ctx context.Context, r *rig, mode upstreamCert, tag string) (red
 	obs.Facts["answered_200"] = ok
 	obs.Facts["arrived_as"] = got
 	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]))
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func arrived(o redgreen.Observation) (map[string]map[string]int, error) {
@@ -226,8 +226,14 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	dst := c.Pod(namespace, "dst-0")
-	src := c.Pod(namespace, "src-a-0")
+	dst, err := cluster.PodNamed(c, namespace, "dst-0")
+	if err != nil {
+		return obs, err
+	}
+	src, err := cluster.PodNamed(c, namespace, "src-a-0")
+	if err != nil {
+		return obs, err
+	}
 	url := func(tag string) string {
 		return fmt.Sprintf("https://%s/%s", netip.AddrPortFrom(dst.IP, constants.InboundPort), tag)
 	}
@@ -248,7 +254,7 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		if err != nil {
 			return obs, err
 		}
-		client, err := tlsClient(src, cl.svid, dstSNI)
+		client, err := tlsClient(c, src, cl.svid, dstSNI)
 		if err != nil {
 			return obs, err
 		}
@@ -263,26 +269,26 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		obs.Facts[cl.tag] = map[string]any{"status": code, "client_error": fmt.Sprint(reqErr), "reason": cl.reason, "counted": after - before}
 		parts = append(parts, fmt.Sprintf("%s: %s +%v", cl.tag, cl.reason, after-before))
 	}
-	client, err := tlsClient(src, good, dstSNI)
+	client, err := tlsClient(c, src, good, dstSNI)
 	if err != nil {
 		return obs, err
 	}
 	code, _, err := get(ctx, client, url("valid-svid"), dstAuthority)
 	obs.Facts["valid-svid"] = map[string]any{"status": code, "client_error": fmt.Sprint(err)}
-	seen, err := reachedApp(c, "no-certificate", "other-trust-domain", "expired-svid", "valid-svid")
+	seen, err := reachedApp(ctx, c, "no-certificate", "other-trust-domain", "expired-svid", "valid-svid")
 	if err != nil {
 		return obs, err
 	}
 	obs.Facts["counted"] = counted
 	obs.Facts["app_saw"] = seen
 	obs.Summary = strings.Join(parts, "; ") + fmt.Sprintf("; valid SVID %d; the app saw %s", code, toJSON(seen))
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 // reachedApp reads, per tag, the XFCC of the request dst-0's app recorded
 // for it; a tag the app never saw is absent.
-func reachedApp(c *node.Cluster, tags ...string) (map[string]string, error) {
-	recs, err := c.Records(namespace, "dst-0")
+func reachedApp(ctx context.Context, c cluster.Cluster, tags ...string) (map[string]string, error) {
+	recs, err := records(ctx, c, "dst-0")
 	if err != nil {
 		return nil, err
 	}
@@ -328,17 +334,21 @@ func unknownAuthority(ctx context.Context, r *rig) (redgreen.Observation, error)
 		return obs, err
 	}
 	host := "nope." + namespace + "." + meshDomain
-	code, body, err := get(ctx, meshClient(c.Pod(namespace, "src-a-0")), url, host)
+	src, err := cluster.PodNamed(c, namespace, "src-a-0")
 	if err != nil {
 		return obs, err
 	}
-	got, err := arrivals(c, "unknown-authority")
+	code, body, err := get(ctx, meshClient(c, src), url, host)
+	if err != nil {
+		return obs, err
+	}
+	got, err := arrivals(ctx, c, "unknown-authority")
 	if err != nil {
 		return obs, err
 	}
 	obs.Facts["status"], obs.Facts["body"], obs.Facts["app_saw"] = code, body, len(got)
 	obs.Summary = fmt.Sprintf("%s → %d %q; the app saw %d", host, code, strings.TrimSpace(body), len(got))
-	return obs, c.Check()
+	return obs, c.Check(ctx)
 }
 
 func checkUnknownAuthority(o redgreen.Observation) error {

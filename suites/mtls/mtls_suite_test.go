@@ -1,13 +1,16 @@
-// Package mtls is the mTLS HTTP/2 path's e2e on the embedded netns cluster
-// (rigs/node, two nodes): two source pods with different service accounts
-// on node-a call one destination on node-b by authority on 18081; the
-// outbound proxy routes to the service's h2 cluster, whose upstream TLS
-// presents each source's own SVID (Envoy's certificate mapper on hashable
-// filter state), and the inbound proxy on 18008 validates it and sets XFCC.
+// Package mtls is the mTLS HTTP/2 path's e2e, by default on the embedded
+// netns cluster (rigs/node, two nodes): two source pods with different
+// service accounts on node-a call one destination on node-b by authority
+// on 18081; the outbound proxy routes to the service's h2 cluster, whose
+// upstream TLS presents each source's own SVID (Envoy's certificate mapper
+// on hashable filter state), and the inbound proxy on 18008 validates it
+// and sets XFCC.
 // The control is the same cluster whose h2 cluster presents one static
 // certificate (#831): source B's requests arrive as A. The witness is the
 // destination app's own record of the XFCC each request carried, and the
-// proxies' counters; never the client.
+// proxies' counters; never the client. The cases are written against
+// suites/cluster, so the same suite runs on kind (AETHER_CLUSTER=kind,
+// make e2e).
 package mtls
 
 import (
@@ -27,6 +30,8 @@ import (
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/suites/cluster"
+	"github.com/aether-mesh/aether/suites/provider"
 )
 
 func TestMTLS(t *testing.T) {
@@ -47,6 +52,11 @@ const (
 	echoTLSPort = 7443
 )
 
+// TestMain brings up and tears down the cluster the suite runs on: nothing
+// on netns (each case's cluster comes up on first use), a kind cluster
+// with the mesh installed when AETHER_CLUSTER=kind.
+func TestMain(m *testing.M) { provider.Main(m, "mtls") }
+
 // upstreamCert is how the h2 clusters choose their certificate.
 type upstreamCert string
 
@@ -56,21 +66,20 @@ const (
 	unhashed   upstreamCert = "unhashed-identity"
 )
 
-// rig holds the binaries, the shared CA every agent and the suite's own
-// clients sign under, and one cluster per upstream-certificate mode.
+// rig holds the provider, the shared CA every agent and the suite's own
+// clients sign under, and the cluster of the upstream-certificate mode
+// last asked for: one at a time, since on kind every mode's cluster takes
+// the scenario's names and ClusterIPs.
 type rig struct {
-	bin      node.Binaries
+	provider cluster.Provider
 	runRoot  string
 	caDir    string
 	ca       *identity.CA
-	clusters map[upstreamCert]*node.Cluster
+	mode     upstreamCert
+	current  cluster.Cluster
 }
 
 func newRig() (*rig, error) {
-	root, err := node.ModuleRoot(".")
-	if err != nil {
-		return nil, err
-	}
 	runRoot := GinkgoT().TempDir()
 	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
 		runRoot = filepath.Join(dir, "mtls-run")
@@ -78,13 +87,16 @@ func newRig() (*rig, error) {
 			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
 		}
 	}
-	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
-	if bin.Dir == "" {
-		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
-			return nil, fmt.Errorf("failed to build the binaries: %w", err)
+	p, err := provider.Get(func() (cluster.Provider, error) {
+		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
+			return nil, fmt.Errorf("skipped: %s", why)
 		}
+		return netnsProvider()
+	})
+	if err != nil {
+		return nil, err
 	}
-	r := &rig{bin: bin, runRoot: runRoot, caDir: filepath.Join(runRoot, "ca"), clusters: map[upstreamCert]*node.Cluster{}}
+	r := &rig{provider: p, runRoot: runRoot, caDir: filepath.Join(runRoot, "ca")}
 	r.ca, err = identity.LoadOrCreateCA(r.caDir, identity.CAConfig{TrustDomain: trustDomain, MeshDomain: meshDomain})
 	if err != nil {
 		return nil, err
@@ -92,35 +104,44 @@ func newRig() (*rig, error) {
 	return r, nil
 }
 
-// cluster brings up (once) the two-node cluster whose h2 clusters choose
-// their certificate by mode.
-func (r *rig) cluster(ctx context.Context, mode upstreamCert) (*node.Cluster, error) {
-	if c := r.clusters[mode]; c != nil {
-		return c, nil
+func netnsProvider() (cluster.Provider, error) {
+	root, err := node.ModuleRoot(".")
+	if err != nil {
+		return nil, err
+	}
+	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
+	if bin.Dir == "" {
+		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
+			return nil, fmt.Errorf("failed to build the binaries: %w", err)
+		}
+	}
+	return cluster.NetnsProvider{Bin: bin}, nil
+}
+
+// cluster returns the two-node cluster whose h2 clusters choose their
+// certificate by mode, closing another mode's first.
+func (r *rig) cluster(ctx context.Context, mode upstreamCert) (cluster.Cluster, error) {
+	if r.current != nil && r.mode == mode {
+		return r.current, nil
+	}
+	if err := r.close(); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(r.runRoot, string(mode))
 	echoTLS, err := r.echoTLS(dir)
 	if err != nil {
 		return nil, err
 	}
-	c, err := node.Up(ctx, node.Config{
-		Scenario: scenario, Mode: constants.CaptureTProxy, Bin: r.bin, RunDir: dir,
-		AgentArgs: []string{"--trust-domain", trustDomain, "--mesh-domain", meshDomain,
-			"--ca-dir", r.caDir, "--access-log-dir", filepath.Join(dir, "access"), "--upstream-cert", string(mode),
-			// This suite proves the HTTP/2 floor; east-west QUIC has its own.
-			"--mesh-transport", "h2"},
-		EchoTLS: echoTLS,
-		Logf:    func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) },
+	c, err := r.provider.Up(ctx, cluster.Config{
+		Scenario: scenario, Mode: constants.CaptureTProxy, RunDir: dir,
+		MTLS: &cluster.MTLS{TrustDomain: trustDomain, MeshDomain: meshDomain, CADir: r.caDir,
+			UpstreamCert: string(mode), EchoTLS: echoTLS},
+		Logf: func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to bring up the %s cluster: %w", mode, err)
+		return nil, fmt.Errorf("failed to bring up the %s cluster on %s: %w", mode, r.provider.Name(), err)
 	}
-	r.clusters[mode] = c
-	// The proxies append their access logs here; like Envoy they open the
-	// file, not its directory.
-	if err := os.MkdirAll(filepath.Join(dir, "access"), 0o755); err != nil {
-		return nil, err
-	}
+	r.current, r.mode = c, mode
 	if err := waitHTTPListeners(ctx, c); err != nil {
 		return nil, err
 	}
@@ -129,40 +150,39 @@ func (r *rig) cluster(ctx context.Context, mode upstreamCert) (*node.Cluster, er
 
 // echoTLS writes the destination app's own SVID (sa-dst, from the shared
 // CA) and the bundle, for its mTLS port.
-func (r *rig) echoTLS(dir string) (string, error) {
+func (r *rig) echoTLS(dir string) (*cluster.EchoTLS, error) {
 	files := filepath.Join(dir, "echo-tls")
 	if err := os.MkdirAll(files, 0o755); err != nil {
-		return "", err
+		return nil, err
 	}
 	svid, err := r.svid("sa-dst", time.Hour, time.Time{})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	chain, key, err := svid.Marshal()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	bundle, err := r.ca.Bundle().Marshal()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	for name, b := range map[string][]byte{"svid.pem": chain, "key.pem": key, "bundle.pem": bundle} {
-		if err := os.WriteFile(filepath.Join(files, name), b, 0o600); err != nil {
-			return "", err
+	t := &cluster.EchoTLS{Port: echoTLSPort, Cert: filepath.Join(files, "svid.pem"), Key: filepath.Join(files, "key.pem"), Bundle: filepath.Join(files, "bundle.pem")}
+	for path, b := range map[string][]byte{t.Cert: chain, t.Key: key, t.Bundle: bundle} {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, err
 		}
 	}
-	return fmt.Sprintf("%d,%s,%s,%s,%s", echoTLSPort, filepath.Join(files, "svid.pem"), filepath.Join(files, "key.pem"), filepath.Join(files, "bundle.pem"), trustDomain), nil
+	return t, nil
 }
 
-func (r *rig) closeAll() error {
-	var first error
-	for mode, c := range r.clusters {
-		if err := c.Close(); err != nil && first == nil {
-			first = err
-		}
-		delete(r.clusters, mode)
+func (r *rig) close() error {
+	c := r.current
+	r.current, r.mode = nil, ""
+	if c == nil {
+		return nil
 	}
-	return first
+	return c.Close()
 }
 
 var _ = Describe("Identity on the mTLS HTTP/2 path: 18081 out, 18008 in", Ordered, func() {
@@ -174,13 +194,12 @@ var _ = Describe("Identity on the mTLS HTTP/2 path: 18081 out, 18008 in", Ordere
 	BeforeAll(func(ctx SpecContext) {
 		suite := redgreen.Suite{Name: "mtls", Subject: "per-source SVIDs on the h2 upstream (certificate mapper on hashable filter state), mTLS at 18008"}
 		err := suite.Setup(func() (err error) {
-			if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
-				return fmt.Errorf("skipped: %s", why)
-			}
 			r, err = newRig()
 			return err
 		})
-		privileged.Require(GinkgoT())
+		if r == nil || r.provider.Name() == cluster.Netns {
+			privileged.Require(GinkgoT())
+		}
 		Expect(err).NotTo(HaveOccurred())
 
 		suite.Cases = cases(r)
@@ -193,8 +212,10 @@ var _ = Describe("Identity on the mTLS HTTP/2 path: 18081 out, 18008 in", Ordere
 		if r == nil {
 			return
 		}
-		Expect(r.closeAll()).To(Succeed())
-		Expect(netns.LeakCheck()).To(Succeed())
+		Expect(r.close()).To(Succeed())
+		if r.provider.Name() == cluster.Netns {
+			Expect(netns.LeakCheck()).To(Succeed())
+		}
 	})
 
 	It("shows the control's signature and every subject green", func() {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
-	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/suites/cluster"
 )
 
 var (
@@ -34,30 +34,31 @@ func (r *rig) svid(sa string, ttl time.Duration, at time.Time) (*x509svid.SVID, 
 	return r.ca.Issue(identity.Request{Account: identity.Account{Namespace: namespace, ServiceAccount: sa}, TTL: ttl, IssuedAt: at})
 }
 
-// podDialer dials from inside pod's netns, as the pod's app would.
-func podDialer(p *node.Pod) func(ctx context.Context, addr string) (net.Conn, error) {
+// podDialer dials from inside pod, as the pod's app would: its capture
+// rules see the connection.
+func podDialer(c cluster.Cluster, p cluster.Pod) func(ctx context.Context, addr string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		ap, err := netip.ParseAddrPort(addr)
 		if err != nil {
 			return nil, err
 		}
-		return transparent.DialTCP(ctx, p.NS.Path, ap, transparent.Options{})
+		return c.DialTCP(ctx, p, ap)
 	}
 }
 
 // meshClient is a pod app's HTTP/1.1 client for the 18081 spelling: it
 // dials the ClusterIP on 18081, which the capture diverts to the pod's
 // outbound listener.
-func meshClient(p *node.Pod) *http.Client {
-	dial := podDialer(p)
+func meshClient(c cluster.Cluster, p cluster.Pod) *http.Client {
+	dial := podDialer(c, p)
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) },
 	}}
 }
 
 // h2cClient is the same over prior-knowledge HTTP/2 (the benchmark's app).
-func h2cClient(p *node.Pod) *http.Client {
-	dial := podDialer(p)
+func h2cClient(c cluster.Cluster, p cluster.Pod) *http.Client {
+	dial := podDialer(c, p)
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http2.Transport{AllowHTTP: true,
 		DialTLSContext: func(ctx context.Context, _, addr string, _ *tls.Config) (net.Conn, error) { return dial(ctx, addr) },
 	}}
@@ -66,7 +67,7 @@ func h2cClient(p *node.Pod) *http.Client {
 // tlsClient dials a TLS peer from pod's netns presenting svid (none when
 // nil) with sni, over h2; the server is verified as any member of the
 // trust domain by the caller's check, not here.
-func tlsClient(p *node.Pod, svid *x509svid.SVID, sni string) (*http.Client, error) {
+func tlsClient(c cluster.Cluster, p cluster.Pod, svid *x509svid.SVID, sni string) (*http.Client, error) {
 	cfg := &tls.Config{ServerName: sni, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13,
 		InsecureSkipVerify: true, SessionTicketsDisabled: true}
 	if svid != nil {
@@ -80,16 +81,16 @@ func tlsClient(p *node.Pod, svid *x509svid.SVID, sni string) (*http.Client, erro
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	dial := podDialer(p)
+	dial := podDialer(c, p)
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http2.Transport{TLSClientConfig: cfg,
 		DialTLSContext: func(ctx context.Context, _, addr string, cfg *tls.Config) (net.Conn, error) {
-			c, err := dial(ctx, addr)
+			conn, err := dial(ctx, addr)
 			if err != nil {
 				return nil, err
 			}
-			tc := tls.Client(c, cfg)
+			tc := tls.Client(conn, cfg)
 			if err := tc.HandshakeContext(ctx); err != nil {
-				c.Close()
+				conn.Close()
 				return nil, err
 			}
 			return tc, nil
@@ -114,7 +115,7 @@ func get(ctx context.Context, c *http.Client, url, host string) (int, string, er
 	return resp.StatusCode, string(b), err
 }
 
-func meshURL(c *node.Cluster, path string) (string, error) {
+func meshURL(c cluster.Cluster, path string) (string, error) {
 	vip, err := c.ServiceVIP(namespace, "dst")
 	if err != nil {
 		return "", err
@@ -124,7 +125,7 @@ func meshURL(c *node.Cluster, path string) (string, error) {
 
 // sendFrom sends n requests from each source pod at once, tagged
 // /<tag>/<pod>/<i>, and returns how many answered 200 per pod.
-func sendFrom(ctx context.Context, c *node.Cluster, tag string, n int, pods ...string) (map[string]int, error) {
+func sendFrom(ctx context.Context, c cluster.Cluster, tag string, n int, pods ...string) (map[string]int, error) {
 	var (
 		mu    sync.Mutex
 		ok    = map[string]int{}
@@ -132,11 +133,11 @@ func sendFrom(ctx context.Context, c *node.Cluster, tag string, n int, pods ...s
 		wg    sync.WaitGroup
 	)
 	for _, name := range pods {
-		p := c.Pod(namespace, name)
-		if p == nil {
-			return nil, fmt.Errorf("no pod %s/%s", namespace, name)
+		p, err := cluster.PodNamed(c, namespace, name)
+		if err != nil {
+			return nil, err
 		}
-		client := meshClient(p)
+		client := meshClient(c, p)
 		for i := range n {
 			wg.Add(1)
 			go func() {
@@ -163,8 +164,8 @@ func sendFrom(ctx context.Context, c *node.Cluster, tag string, n int, pods ...s
 
 // arrivals reads the destination app's record: for each request tagged
 // tag, the sending pod (from its path) and the peer URI in its XFCC.
-func arrivals(c *node.Cluster, tag string) (map[string]map[string]int, error) {
-	recs, err := c.Records(namespace, "dst-0")
+func arrivals(ctx context.Context, c cluster.Cluster, tag string) (map[string]map[string]int, error) {
+	recs, err := records(ctx, c, "dst-0")
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +189,8 @@ func arrivals(c *node.Cluster, tag string) (map[string]map[string]int, error) {
 }
 
 // proxyMetric sums a counter on nodeName's proxy over samples with labels.
-func proxyMetric(ctx context.Context, c *node.Cluster, nodeName, family string, labels map[string]string) (float64, error) {
-	n := c.Node(nodeName)
-	body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+func proxyMetric(ctx context.Context, c cluster.Cluster, nodeName, family string, labels map[string]string) (float64, error) {
+	body, err := c.Metrics(ctx, nodeName, cluster.Proxy)
 	if err != nil {
 		return 0, err
 	}
@@ -200,7 +200,7 @@ func proxyMetric(ctx context.Context, c *node.Cluster, nodeName, family string, 
 
 // settledMetric reads a counter until it reaches want or 5 s pass, and
 // returns what it read last.
-func settledMetric(ctx context.Context, c *node.Cluster, nodeName, family string, labels map[string]string, want float64) (float64, error) {
+func settledMetric(ctx context.Context, c cluster.Cluster, nodeName, family string, labels map[string]string, want float64) (float64, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		v, err := proxyMetric(ctx, c, nodeName, family, labels)
@@ -218,7 +218,7 @@ const (
 
 // waitHTTPListeners waits until both proxies serve the mTLS listeners and
 // one request from each source gets through (their secrets have arrived).
-func waitHTTPListeners(ctx context.Context, c *node.Cluster) error {
+func waitHTTPListeners(ctx context.Context, c cluster.Cluster) error {
 	want := map[string]string{
 		"node-b": xdsnames.InboundListener(namespace, "dst-0"),
 		"node-a": xdsnames.OutboundListener(namespace, "src-a-0"),
@@ -228,8 +228,7 @@ func waitHTTPListeners(ctx context.Context, c *node.Cluster) error {
 	for time.Now().Before(deadline) {
 		last = nil
 		for nodeName, l := range want {
-			n := c.Node(nodeName)
-			body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+			body, err := c.Metrics(ctx, nodeName, cluster.Proxy)
 			if err == nil && !strings.Contains(body, `listener="`+l+`"`) {
 				err = fmt.Errorf("no listener %s on %s's proxy yet", l, nodeName)
 			}
@@ -252,6 +251,15 @@ func waitHTTPListeners(ctx context.Context, c *node.Cluster) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("the mTLS path did not come up in 60 s: %w", last)
+}
+
+// records is the pod's app's own record, read through the cluster.
+func records(ctx context.Context, c cluster.Cluster, pod string) ([]cluster.Record, error) {
+	p, err := cluster.PodNamed(c, namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	return c.Records(ctx, p)
 }
 
 func toJSON(v any) string {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,41 @@ type Values struct {
 	CNIBinDir, CNIConfDir string
 	// ExcludeNamespaces are left alone by aether-cni.
 	ExcludeNamespaces []string
+	// MTLS, when set, turns on the mTLS HTTP/2 path in every agent and
+	// gives each test pod's HTTP echo its own mTLS port.
+	MTLS *MTLS
+}
+
+// MTLS is the mTLS HTTP/2 path of an install.
+type MTLS struct {
+	TrustDomain, MeshDomain string
+	// UpstreamCert is the agents' --upstream-cert.
+	UpstreamCert string
+	// CA is the CA file (identity.CAFile: the root and its key, PEM) every
+	// agent signs with, handed to them as a Secret.
+	CA string
+	// Echo, when set, is the HTTP echo's own mTLS port.
+	Echo *EchoTLS
+}
+
+// EchoTLS is the test app's own mTLS port with its SVID, key and bundle
+// (PEM), handed to the pods as a Secret in each scenario namespace.
+type EchoTLS struct {
+	Port              int
+	Cert, Key, Bundle string
+}
+
+// Where the pods see the Secrets.
+const (
+	CADir   = "/etc/aether/ca"
+	EchoDir = "/etc/aether-echo"
+	// AccessLogDir is the node dir of the proxies' access logs.
+	AccessLogDir = "/var/log/aether"
+)
+
+// EchoTLSArg is the HTTP echo's --tls value for an install's echo port.
+func (m *MTLS) EchoTLSArg() string {
+	return fmt.Sprintf("%d,%s/svid.pem,%s/key.pem,%s/bundle.pem,%s", m.Echo.Port, EchoDir, EchoDir, EchoDir, m.TrustDomain)
 }
 
 // Defaults are the values of a kind node.
@@ -73,11 +109,24 @@ func (v Values) check() error {
 			return fmt.Errorf("values: field %s is empty", name)
 		}
 	}
+	if m := v.MTLS; m != nil {
+		for name, s := range map[string]string{"TrustDomain": m.TrustDomain, "MeshDomain": m.MeshDomain, "UpstreamCert": m.UpstreamCert, "CA": m.CA} {
+			if s == "" {
+				return fmt.Errorf("values: field MTLS.%s is empty", name)
+			}
+		}
+		if e := m.Echo; e != nil && (e.Port < 1 || e.Port > 65535 || e.Cert == "" || e.Key == "" || e.Bundle == "") {
+			return fmt.Errorf("values: field MTLS.Echo: port %d with cert, key and bundle wanted", e.Port)
+		}
+	}
 	return nil
 }
 
 var funcs = template.FuncMap{
-	"join": strings.Join,
+	"join":         strings.Join,
+	"caDir":        func() string { return CADir },
+	"echoDir":      func() string { return EchoDir },
+	"accessLogDir": func() string { return AccessLogDir },
 	// json writes a value as YAML flow (JSON is YAML), so no label or
 	// argument needs quoting by hand.
 	"json": func(v any) (string, error) {
@@ -137,7 +186,11 @@ type Workload struct {
 }
 
 type workloads struct {
-	TestAppImage    string
+	TestAppImage string
+	// Echo is the HTTP echo's own mTLS port, when the install has one; its
+	// Secret goes in every namespace holding a pod (default included).
+	Echo            *EchoTLS
+	PodNamespaces   []string
 	Namespaces      []string
 	Pods            []Workload
 	ServiceAccounts []registry.ScenarioServiceAccount
@@ -155,7 +208,7 @@ func Workloads(v Values, sc registry.Scenario, nodes map[string]string) ([]byte,
 		return nil, errors.New("scenario: field endpoints: explicit endpoints have no Kubernetes form here; select pods with a Service selector")
 	}
 	w := workloads{TestAppImage: v.TestAppImage, ServiceAccounts: sc.ServiceAccounts, UDPRoutes: sc.UDPRoutes}
-	udp, tcp := targetPorts(sc.Services)
+	udp, tcp, http := targetPorts(sc.Services)
 	seen := map[string]bool{}
 	addNS := func(ns string) string {
 		if ns == "" {
@@ -174,8 +227,18 @@ func Workloads(v Values, sc registry.Scenario, nodes map[string]string) ([]byte,
 			return nil, fmt.Errorf("scenario: pod %s/%s: field node: %q maps to no cluster node", p.Namespace, p.Name, p.Node)
 		}
 		p.Node = node
-		w.Pods = append(w.Pods, Workload{ScenarioPod: p,
-			Args: []string{"--name", p.Name, "--record", "/dev/stdout", "--udp", udp, "--tcp", tcp}})
+		if !slices.Contains(w.PodNamespaces, p.Namespace) {
+			w.PodNamespaces = append(w.PodNamespaces, p.Namespace)
+		}
+		args := []string{"--name", p.Name, "--record", "/dev/stdout", "--udp", udp, "--tcp", tcp}
+		if http != "" {
+			args = append(args, "--http", http)
+		}
+		if v.MTLS != nil && v.MTLS.Echo != nil {
+			w.Echo = v.MTLS.Echo
+			args = append(args, "--tls", v.MTLS.EchoTLSArg())
+		}
+		w.Pods = append(w.Pods, Workload{ScenarioPod: p, Args: args})
 	}
 	for i := range w.ServiceAccounts {
 		w.ServiceAccounts[i].Namespace = addNS(w.ServiceAccounts[i].Namespace)
@@ -194,6 +257,7 @@ func Workloads(v Values, sc registry.Scenario, nodes map[string]string) ([]byte,
 		w.Services = append(w.Services, s)
 	}
 	sort.Strings(w.Namespaces)
+	sort.Strings(w.PodNamespaces)
 	var out bytes.Buffer
 	if err := execute(&out, files, "workloads/*.yaml.tmpl", w); err != nil {
 		return nil, err
@@ -201,25 +265,29 @@ func Workloads(v Values, sc registry.Scenario, nodes map[string]string) ([]byte,
 	return out.Bytes(), nil
 }
 
-// targetPorts lists, comma-separated, every UDP and TCP target port the
-// services name: every backend binds them all, as on the netns cluster, so
-// any pod can become any service's endpoint while the cluster is up.
-func targetPorts(svcs []registry.ScenarioService) (udp, tcp string) {
-	u, t := map[int]bool{}, map[int]bool{}
+// targetPorts lists, comma-separated, every UDP, TCP and HTTP target port
+// the services name: every backend binds them all, as on the netns
+// cluster, so any pod can become any service's endpoint while the cluster
+// is up. A TCP port with appProtocol http is the HTTP echo's.
+func targetPorts(svcs []registry.ScenarioService) (udp, tcp, http string) {
+	u, t, h := map[int]bool{}, map[int]bool{}, map[int]bool{}
 	for _, s := range svcs {
 		for _, p := range s.Ports {
 			port := p.TargetPort
 			if port == 0 {
 				port = p.Port
 			}
-			if strings.EqualFold(p.Protocol, "UDP") {
+			switch {
+			case strings.EqualFold(p.Protocol, "UDP"):
 				u[port] = true
-			} else {
+			case p.AppProtocol == registry.AppProtocolHTTP:
+				h[port] = true
+			default:
 				t[port] = true
 			}
 		}
 	}
-	return list(u), list(t)
+	return list(u), list(t), list(h)
 }
 
 func list(m map[int]bool) string {

@@ -11,6 +11,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	gwv1alpha2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/registry/kube"
@@ -22,10 +23,32 @@ import (
 // account, and the node's pods with their service accounts. The expected
 // view is the registry's own reading of the scenario file, a different
 // path from the Kubernetes translation under test.
+//
+// Every scenario a suite runs on kind is read, each with all its nodes'
+// pods on one cluster node (the node the source watches): the mTLS
+// scenario's Service must keep appProtocol http, which is what puts its
+// port on the mTLS path.
 func TestKubernetesSourceReadsTheManifestsObjects(t *testing.T) {
+	for _, file := range []string{"udproute.yaml", "mtls.yaml"} {
+		t.Run(file, func(t *testing.T) { checkSourceReads(t, file) })
+	}
+}
+
+func checkSourceReads(t *testing.T, file string) {
 	const clusterNode = "aether-e2e-worker"
-	sc := scenario(t)
-	b, err := Workloads(testValues(), sc, map[string]string{"node-a": clusterNode})
+	raw, err := os.ReadFile("../../../fixtures/scenarios/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc registry.Scenario
+	if err := yaml.UnmarshalStrict(raw, &sc); err != nil {
+		t.Fatal(err)
+	}
+	onOneNode := map[string]string{}
+	for _, n := range sc.Nodes {
+		onOneNode[n.Name] = clusterNode
+	}
+	b, err := Workloads(testValues(), sc, onOneNode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +73,7 @@ func TestKubernetesSourceReadsTheManifestsObjects(t *testing.T) {
 	kubeObjs = append(kubeObjs, &corev1.Node{})
 	kubeObjs[len(kubeObjs)-1].(*corev1.Node).Name = clusterNode
 
-	raw, err := os.ReadFile("../../../fixtures/scenarios/udproute.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := registry.ParseScenario("udproute.yaml", raw)
+	want, err := registry.ParseScenario(file, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +107,8 @@ func TestKubernetesSourceReadsTheManifestsObjects(t *testing.T) {
 			continue
 		}
 		for i := range w.Ports {
-			if g.Ports[i].Port != w.Ports[i].Port || g.Ports[i].TargetPort != w.Ports[i].TargetPort || g.Ports[i].Protocol != w.Ports[i].Protocol {
+			if g.Ports[i].Port != w.Ports[i].Port || g.Ports[i].TargetPort != w.Ports[i].TargetPort || g.Ports[i].Protocol != w.Ports[i].Protocol ||
+				g.Ports[i].AppProtocol != w.Ports[i].AppProtocol {
 				t.Errorf("service %s port %d: %+v, the scenario says %+v", w.Key(), i, g.Ports[i], w.Ports[i])
 			}
 		}

@@ -10,12 +10,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -28,6 +28,9 @@ import (
 type Provider struct {
 	k       *kube
 	workers []string
+	// nodes are the kind nodes by name, for a command on the node itself
+	// (a process's CPU time).
+	nodes map[string]nodes.Node
 }
 
 func (*Provider) Name() string { return cluster.Kind }
@@ -40,18 +43,21 @@ func (p *Provider) Up(ctx context.Context, cfg cluster.Config) (cluster.Cluster,
 	if err != nil {
 		return nil, err
 	}
-	nodes := map[string]string{}
+	placed := map[string]string{}
 	for i, n := range sc.Nodes {
 		if i >= len(p.workers) {
 			return nil, fmt.Errorf("scenario %q has %d nodes; the kind cluster has %d workers", cfg.Scenario, len(sc.Nodes), len(p.workers))
 		}
-		nodes[n.Name] = p.workers[i]
+		placed[n.Name] = p.workers[i]
 	}
 	v := values(cfg.Mode)
+	if v.MTLS, err = mtlsValues(cfg.MTLS); err != nil {
+		return nil, err
+	}
 	if err := p.k.installMesh(ctx, v); err != nil {
 		return nil, fmt.Errorf("failed to install the mesh in %s mode: %w", cfg.Mode, err)
 	}
-	c := &kindCluster{k: p.k, values: v, nodes: nodes, scenario: sc}
+	c := &kindCluster{k: p.k, values: v, nodes: placed, kindNodes: p.nodes, scenario: sc}
 	for _, sp := range sc.Pods {
 		c.pods = append(c.pods, cluster.Pod{Namespace: orDefault(sp.Namespace), Name: sp.Name, Node: sp.Node})
 	}
@@ -88,8 +94,9 @@ type kindCluster struct {
 	k      *kube
 	values manifests.Values
 	// nodes maps scenario node names to kind nodes.
-	nodes map[string]string
-	pods  []cluster.Pod
+	nodes     map[string]string
+	kindNodes map[string]nodes.Node
+	pods      []cluster.Pod
 
 	mu       sync.Mutex
 	scenario registry.Scenario
@@ -120,13 +127,35 @@ func (c *kindCluster) waitReady(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.readPodIPs(ctx); err != nil {
+		return err
+	}
 	var err error
 	c.restarts, err = c.meshRestarts(ctx)
 	return err
 }
 
-// waitListeners waits until the node's proxy reports a capture listener for
-// every pod on the node: the mesh serves the pods, not merely runs.
+// readPodIPs fills in the address the cluster gave each pod.
+func (c *kindCluster) readPodIPs(ctx context.Context) error {
+	for i, p := range c.pods {
+		kp, err := c.k.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		ip, err := netip.ParseAddr(kp.Status.PodIP)
+		if err != nil {
+			return fmt.Errorf("pod %s/%s: field status.podIP: %w", p.Namespace, p.Name, err)
+		}
+		c.pods[i].IP = ip
+	}
+	return nil
+}
+
+// waitListeners waits until the node's proxy reports a listener for every
+// pod on the node: the mesh serves the pods, not merely runs. Which
+// listeners a pod gets depends on the scenario (udp-capture for UDP
+// services, tcp-capture and http-* for the mTLS path); each is named
+// <kind>~<namespace>~<pod>.
 func (c *kindCluster) waitListeners(ctx context.Context, scNode string) error {
 	var missing string
 	err := poll(ctx, 2*time.Minute, "the proxy on "+c.nodes[scNode]+" serving every pod", func(ctx context.Context) (bool, error) {
@@ -136,9 +165,8 @@ func (c *kindCluster) waitListeners(ctx context.Context, scNode string) error {
 			return false, nil
 		}
 		for _, p := range c.pods {
-			l := "udp-capture~" + p.Namespace + "~" + p.Name
-			if p.Node == scNode && !strings.Contains(body, `listener="`+l+`"`) {
-				missing = "no listener " + l
+			if p.Node == scNode && !servesPod(body, p) {
+				missing = "no listener for pod " + p.Namespace + "/" + p.Name
 				return false, nil
 			}
 		}

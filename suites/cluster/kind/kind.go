@@ -213,39 +213,40 @@ func (s *setup) installMesh(ctx context.Context, _ *envconf.Config) (context.Con
 	if err != nil {
 		return ctx, err
 	}
-	workers, err := s.workers()
+	workers, all, err := s.workers()
 	if err != nil {
 		return ctx, err
 	}
 	if err := k.installMesh(ctx, values(manifests.Defaults().Mode)); err != nil {
 		return ctx, err
 	}
-	current = &Provider{k: k, workers: workers}
+	current = &Provider{k: k, workers: workers, nodes: all}
 	return ctx, nil
 }
 
 // workers are the cluster's worker nodes by name, in order: scenario nodes
-// map onto them in scenario order.
-func (s *setup) workers() ([]string, error) {
+// map onto them in scenario order. all is every node by name.
+func (s *setup) workers() (workers []string, all map[string]nodes.Node, err error) {
 	ns, err := s.provider.ListNodes(s.opts.Name)
 	if err != nil {
-		return nil, fmt.Errorf("failed to list the nodes of %s: %w", s.opts.Name, err)
+		return nil, nil, fmt.Errorf("failed to list the nodes of %s: %w", s.opts.Name, err)
 	}
-	var out []string
+	all = map[string]nodes.Node{}
 	for _, n := range ns {
 		role, err := n.Role()
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.String(), err)
+			return nil, nil, fmt.Errorf("node %s: %w", n.String(), err)
 		}
+		all[n.String()] = n
 		if role == "worker" {
-			out = append(out, n.String())
+			workers = append(workers, n.String())
 		}
 	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, fmt.Errorf("kind cluster %s has no worker nodes", s.opts.Name)
+	sort.Strings(workers)
+	if len(workers) == 0 {
+		return nil, nil, fmt.Errorf("kind cluster %s has no worker nodes", s.opts.Name)
 	}
-	return out, nil
+	return workers, all, nil
 }
 
 func (s *setup) client() (*kube, error) {

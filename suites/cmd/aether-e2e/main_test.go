@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +79,44 @@ func TestASuiteWithoutAResultFailsTheRun(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "ok") && !strings.Contains(stdout.String(), "PASS") {
 		t.Fatalf("the package itself should have passed:\n%s\n%s", stdout.String(), stderr.String())
+	}
+}
+
+// Every suite that runs on a cluster provider (its TestMain is
+// suites/provider.Main) is one make e2e runs, by the Makefile's
+// E2E_SUITES and by this command's default; and each one listed does.
+func TestE2ESuitesAreTheProviderSuites(t *testing.T) {
+	dirs, err := filepath.Glob("../../*/*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onProvider []string
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("provider.Main(m, ")) {
+			onProvider = append(onProvider, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	slices.Sort(onProvider)
+	onProvider = slices.Compact(onProvider)
+	mk, err := os.ReadFile("../../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var makefile string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "E2E_SUITES ?= "); ok {
+			makefile = v
+		}
+	}
+	for name, list := range map[string]string{"the Makefile's E2E_SUITES": makefile, "aether-e2e's -suites default": defaultSuites} {
+		got := strings.Split(list, ",")
+		slices.Sort(got)
+		if !slices.Equal(got, onProvider) {
+			t.Errorf("%s is %q; the suites on a cluster provider are %q", name, list, onProvider)
+		}
 	}
 }

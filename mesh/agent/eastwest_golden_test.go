@@ -18,12 +18,15 @@ import (
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// dialledPairs are the pairs of node's pods calling every service they
-// declare (dependsOn), the demand of fixtures/scenarios/eastwest.yaml.
+// dialledPairs are the pairs of node's pods calling every HTTP service
+// they declare (dependsOn), the demand of fixtures/scenarios/eastwest.yaml.
 func dialledPairs(st *registry.State, node string) []xdsnames.Twin {
 	var out []xdsnames.Twin
 	for _, p := range st.LocalPods(node) {
 		for _, k := range p.DependsOn {
+			if svc, ok := st.Service(k); !ok || !hasHTTP(svc) {
+				continue
+			}
 			t := xdsnames.Twin{Service: k.Name, Namespace: k.Namespace, SA: p.ServiceAccount, SANamespace: p.Namespace}
 			if !slices.Contains(out, t) {
 				out = append(out, t)
@@ -33,12 +36,17 @@ func dialledPairs(st *registry.State, node string) []xdsnames.Twin {
 	return out
 }
 
+func hasHTTP(svc *registry.Service) bool {
+	_, ok := svc.HTTPPort()
+	return ok
+}
+
 // TestEastWestGoldenSnapshots is the east-west scenario as each node's
 // agent serves it once its pods have dialled their dependencies: every
 // pair admitted over on-demand CDS, the QUIC inbounds beside the TCP ones
 // and the outbound routes selecting twins. It checks the gates, that the
 // twins are exactly the dialled pairs (fewer than the up-front fan-out,
-// local accounts x destinations in the dependency set), and compares the
+// local accounts x HTTP destinations in the dependency set), and compares the
 // dump with fixtures/xds/eastwest.<node>.quic.json.
 func TestEastWestGoldenSnapshots(t *testing.T) {
 	st, err := registry.LoadScenarioFile(filepath.Join(scenarioDir, "eastwest.yaml"))
@@ -50,7 +58,7 @@ func TestEastWestGoldenSnapshots(t *testing.T) {
 		twins, fanOut int
 	}{
 		{"node-a", 3, 4},
-		{"node-b", 0, 9},
+		{"node-b", 0, 12},
 	} {
 		t.Run(c.node, func(t *testing.T) {
 			h := testHTTPPath(t, st, c.node)
@@ -76,7 +84,13 @@ func TestEastWestGoldenSnapshots(t *testing.T) {
 			if n := len(a.twins); n != c.twins {
 				t.Fatalf("%d twins, want %d", n, c.twins)
 			}
-			if fan := len(LocalAccounts(st, c.node)) * len(st.DependencySet(c.node)); fan != c.fanOut {
+			eligible := 0
+			for k := range st.DependencySet(c.node) {
+				if svc, _ := st.Service(k); hasHTTP(svc) {
+					eligible++
+				}
+			}
+			if fan := len(LocalAccounts(st, c.node)) * eligible; fan != c.fanOut {
 				t.Fatalf("up-front fan-out %d, want %d", fan, c.fanOut)
 			}
 			quic := 0

@@ -3,6 +3,7 @@ package eastwest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/transparent"
@@ -55,7 +58,170 @@ func cases(r *rig) []redgreen.Case {
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return firstRequest(ctx, r) },
 			Check:       checkOnce,
 		},
+		{
+			Name: "quic-and-plaintext-udp-apart", Role: redgreen.Subject,
+			Description: "from web-0: a QUIC Initial to dgram's VIP:18082 (a plaintext UDP service), then plaintext datagrams to api-0's 18008, where its QUIC inbound listens (R5)",
+			Expect:      "the Initial is udp_proxy's: node-a's udp_proxy receives it and dgram-0's UDP backend records it; the plaintext datagrams reach no udp_proxy (neither node's receive counter moves) and no backend",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return apart(ctx, r) },
+			Check:       checkApart,
+		},
 	}
+}
+
+const mRx = "aether_proxy_udp_downstream_rx_datagrams_total"
+
+// apart sends a QUIC Initial to a plaintext UDP service's VIP:18082 and
+// plaintext datagrams to a pod's QUIC port, and reads the udp_proxy
+// receive counters of both nodes and the backends' records around each.
+func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: "both nodes' udp_proxy receive counters and the backends' own records", Facts: map[string]any{}}
+	c, err := r.cluster(ctx, auto)
+	if err != nil {
+		return obs, err
+	}
+	web := c.Pod(namespace, "web-0")
+	api := c.Pod(namespace, "api-0")
+	vip, err := c.ServiceVIP(namespace, "dgram")
+	if err != nil {
+		return obs, err
+	}
+	rx0, err := udpRx(ctx, c)
+	if err != nil {
+		return obs, err
+	}
+	dgram0, err := udpRecords(c, "dgram-0", 5353)
+	if err != nil {
+		return obs, err
+	}
+	if err := quicInitial(ctx, web, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort)); err != nil {
+		return obs, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	rx1, err := udpRx(ctx, c)
+	if err != nil {
+		return obs, err
+	}
+	dgram1, err := udpRecords(c, "dgram-0", 5353)
+	if err != nil {
+		return obs, err
+	}
+	const n = 10
+	if err := plaintext(web, netip.AddrPortFrom(api.IP, constants.InboundPort), "plain-18008", n); err != nil {
+		return obs, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	rx2, err := udpRx(ctx, c)
+	if err != nil {
+		return obs, err
+	}
+	delivered := 0
+	for _, p := range c.Pods() {
+		recs, err := c.Records(p.Namespace, p.Name)
+		if err != nil {
+			return obs, err
+		}
+		for _, rec := range recs {
+			if strings.HasPrefix(rec.Payload, "plain-18008/") {
+				delivered++
+			}
+		}
+	}
+	obs.Facts["initial_rx"] = map[string]float64{"node-a": rx1["node-a"] - rx0["node-a"], "node-b": rx1["node-b"] - rx0["node-b"]}
+	obs.Facts["initial_at_dgram"] = dgram1 - dgram0
+	obs.Facts["plaintext_sent"] = n
+	obs.Facts["plaintext_rx"] = map[string]float64{"node-a": rx2["node-a"] - rx1["node-a"], "node-b": rx2["node-b"] - rx1["node-b"]}
+	obs.Facts["plaintext_delivered"] = delivered
+	obs.Summary = fmt.Sprintf("Initial: udp_proxy rx %s, dgram-0 recorded %d; %d plaintext to api-0:18008: udp_proxy rx %s, delivered to %d backends",
+		toJSON(obs.Facts["initial_rx"]), dgram1-dgram0, n, toJSON(obs.Facts["plaintext_rx"]), delivered)
+	return obs, c.Check()
+}
+
+func checkApart(o redgreen.Observation) error {
+	irx, ok1 := o.Facts["initial_rx"].(map[string]float64)
+	prx, ok2 := o.Facts["plaintext_rx"].(map[string]float64)
+	at, ok3 := o.Facts["initial_at_dgram"].(int)
+	del, ok4 := o.Facts["plaintext_delivered"].(int)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return errors.New("nothing observed")
+	}
+	// The Initial half is the positive control inside the case: the
+	// counters move for it, so their not moving for 18008 means something.
+	if irx["node-a"] < 1 || at < 1 {
+		return fmt.Errorf("the QUIC Initial to VIP:18082 was not udp_proxy's: node-a rx +%v, dgram-0 recorded %d", irx["node-a"], at)
+	}
+	if prx["node-a"] != 0 || prx["node-b"] != 0 || del != 0 {
+		return fmt.Errorf("plaintext to 18008 reached udp_proxy or a backend: rx %v, delivered %d", prx, del)
+	}
+	return nil
+}
+
+// udpRx is each node's udp_proxy receive counter.
+func udpRx(ctx context.Context, c *node.Cluster) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, name := range []string{"node-a", "node-b"} {
+		n := c.Node(name)
+		body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		out[name], _ = node.Metric(body, mRx, nil)
+	}
+	return out, nil
+}
+
+// udpRecords counts pod's backend records of datagrams on port.
+func udpRecords(c *node.Cluster, pod string, port int) (int, error) {
+	recs, err := c.Records(namespace, pod)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rec := range recs {
+		if rec.Event == "udp" && rec.Port == port {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// quicInitial starts a QUIC handshake from p to dst and gives up soon:
+// only its first flight matters. A handshake that completes means a QUIC
+// server answered on a plaintext UDP service, which is an error.
+func quicInitial(ctx context.Context, p *node.Pod, dst netip.AddrPort) error {
+	var pc net.PacketConn
+	if err := transparent.InNetns(p.NS.Path, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", "0.0.0.0:0")
+		return err
+	}); err != nil {
+		return err
+	}
+	defer pc.Close()
+	tr := &quic.Transport{Conn: pc}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	conn, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(dst), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h3"}, ServerName: "dgram.demo.mesh.test"}, nil)
+	if err == nil {
+		_ = conn.CloseWithError(0, "")
+		return fmt.Errorf("a QUIC handshake to %s completed; it is a plaintext UDP service", dst)
+	}
+	return nil
+}
+
+// plaintext sends n tagged datagrams from p to dst.
+func plaintext(p *node.Pod, dst netip.AddrPort, tag string, n int) error {
+	conn, err := transparent.DialUDP(p.NS.Path, netip.AddrPort{}, dst, transparent.Options{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for i := range n {
+		if _, err := fmt.Fprintf(conn, "%s/%d", tag, i); err != nil {
+			return fmt.Errorf("datagram %d to %s: %w", i, dst, err)
+		}
+	}
+	return nil
 }
 
 // crossNode sends perSourceN requests from web-0 and batch-0 to svc and

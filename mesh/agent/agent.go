@@ -38,7 +38,10 @@ type Options struct {
 	// what the data plane was last given, and so a restarted agent serves
 	// it again until its first registry read succeeds.
 	StateDir string
-	Logger   *slog.Logger
+	// Transport is auto (the default: HTTP/3 twins wherever eligible)
+	// or h2, which refuses every twin.
+	Transport MeshTransport
+	Logger    *slog.Logger
 	// Registerer receives the agent's metrics; nil means a private
 	// registry, never the global one.
 	Registerer prometheus.Registerer
@@ -84,6 +87,12 @@ type Agent struct {
 	restored bool
 	// last is the last State applied: an identity change rebuilds it.
 	last *registry.State
+	// state is the registry view of the last publish, which on-demand
+	// twins are admitted against; pairs and twins are the pairs that
+	// dialled and the twins served for them (odcds.go).
+	state *registry.State
+	pairs pairs
+	twins map[string]servedTwin
 }
 
 // New returns an agent with an empty snapshot cache.
@@ -93,6 +102,13 @@ func New(opts Options) (*Agent, error) {
 	}
 	if _, err := constants.ParseCaptureMode(string(opts.Mode)); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	switch opts.Transport {
+	case "":
+		opts.Transport = TransportAuto
+	case TransportAuto, TransportH2:
+	default:
+		return nil, fmt.Errorf("agent: invalid mesh transport %q: want %q or %q", opts.Transport, TransportAuto, TransportH2)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -104,8 +120,15 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m}
-	a.builder.HTTP = opts.HTTP
+	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
+		pairs: pairs{}, twins: map[string]servedTwin{}}
+	if opts.Transport == TransportH2 && opts.HTTP != nil && opts.HTTP.EastWest {
+		// The h2 floor everywhere: no route may name a twin.
+		h := *opts.HTTP
+		h.EastWest = false
+		a.opts.HTTP = &h
+	}
+	a.builder.HTTP = a.opts.HTTP
 	a.mux = &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
@@ -183,8 +206,9 @@ func (a *Agent) Restored() bool {
 	return a.restored
 }
 
-// Cache is the delta-capable cache the ADS server serves.
-func (a *Agent) Cache() cache.Cache { return a.served }
+// Cache is the delta-capable cache the ADS server serves, on-demand CDS
+// included.
+func (a *Agent) Cache() cache.Cache { return &onDemandCDS{Cache: a.served, a: a} }
 
 // publish makes out what is served: its changes, or all of it after a full
 // build or a refusal. Every type's additions and updates go out before any
@@ -290,6 +314,13 @@ func (a *Agent) Apply(st *registry.State) error {
 		// The builder starts over; its next build is a full one.
 		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
 	}
+	// A full publish sends what the cache holds against out, so the
+	// twins must be in out, or it would drop them.
+	twins, err := a.pairs.overlay(out, st, a.opts.Node, a.opts.HTTP, a.twins)
+	if err != nil {
+		a.resync = true
+		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
+	}
 	if err := validate.Check(out.Resources); err != nil {
 		var ve *validate.Error
 		reason := "gate"
@@ -312,6 +343,8 @@ func (a *Agent) Apply(st *registry.State) error {
 	}
 	a.serial++
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
+	a.state, a.twins = st, twins
+	a.metrics.twins.Set(float64(len(twins)))
 	a.metrics.observe(out)
 	if a.opts.StateDir != "" {
 		if err := a.writeState(out, version); err != nil {
@@ -407,10 +440,20 @@ func (a *Agent) writeState(out *Output, version string) error {
 }
 
 func cacheLogger(l *slog.Logger) log.Logger {
+	// go-control-plane logs every watch and response with the stream's
+	// subscription maps as arguments: they are formatted only when their
+	// level is on, or each xDS response pays for printing every name.
+	at := func(level slog.Level) func(string, ...any) {
+		return func(f string, args ...any) {
+			if l.Enabled(context.Background(), level) {
+				l.Log(context.Background(), level, fmt.Sprintf(f, args...), "component", "xds-cache")
+			}
+		}
+	}
 	return log.LoggerFuncs{
-		DebugFunc: func(f string, args ...any) { l.Debug(fmt.Sprintf(f, args...), "component", "xds-cache") },
-		InfoFunc:  func(f string, args ...any) { l.Debug(fmt.Sprintf(f, args...), "component", "xds-cache") },
-		WarnFunc:  func(f string, args ...any) { l.Warn(fmt.Sprintf(f, args...), "component", "xds-cache") },
-		ErrorFunc: func(f string, args ...any) { l.Error(fmt.Sprintf(f, args...), "component", "xds-cache") },
+		DebugFunc: at(slog.LevelDebug),
+		InfoFunc:  at(slog.LevelDebug),
+		WarnFunc:  at(slog.LevelWarn),
+		ErrorFunc: at(slog.LevelError),
 	}
 }

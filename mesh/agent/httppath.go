@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,9 +15,11 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aether-mesh/aether/mesh/agent/eastwest"
 	"github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/registry"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // HTTPPath configures the mTLS HTTP/2 path (ARCHITECTURE.md, "The mTLS HTTP/2 path"). A
@@ -36,6 +40,10 @@ type HTTPPath struct {
 	UnhashedIdentity bool
 	// Identities serves the SVIDs of the node's accounts and the bundle.
 	Identities identity.Source
+	// EastWest adds east-west QUIC (ARCHITECTURE.md, "On-demand twins"):
+	// each pod's QUIC inbound beside its TCP one, and outbound routes that
+	// select each local account's twin, fetched on demand.
+	EastWest bool
 }
 
 // LocalAccounts are the service accounts of the node's pods: the SVIDs
@@ -96,13 +104,17 @@ func (h *HTTPPath) httpResources(st *registry.State, node string, deps registry.
 	if err != nil {
 		return nil, err
 	}
+	sels, err := h.selections(st, node, routes)
+	if err != nil {
+		return nil, err
+	}
 	var served []string
 	for i := range st.Pods {
 		p := &st.Pods[i]
 		if p.Node != node || p.NetnsPath == "" {
 			continue
 		}
-		listens, err := h.podListeners(st, p, ids[p.Key()], routes, m, out)
+		listens, err := h.podListeners(st, p, ids[p.Key()], routes, sels, m, out)
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +204,7 @@ func (h *HTTPPath) services(st *registry.State, deps registry.Deps, ids map[regi
 // podListeners emits a local pod's outbound listener (every route) and, when
 // it backs an HTTP service, its inbound listener and clusters. It reports
 // whether the pod got either, and with it a use for its SVID.
-func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, routes []mtls.Route, m mtls.Mesh, out map[resource.Type][]types.Resource) (bool, error) {
+func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, routes []mtls.Route, sels map[string]eastwest.Selection, m mtls.Mesh, out map[resource.Type][]types.Resource) (bool, error) {
 	pod := mtls.Pod{Namespace: p.Namespace, Name: p.Name, ID: id, IP: p.IP, NetnsPath: p.NetnsPath}
 	for i := range st.Services {
 		s := &st.Services[i]
@@ -216,6 +228,13 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 		for _, c := range cls {
 			out[resource.ClusterType] = append(out[resource.ClusterType], c)
 		}
+		if h.EastWest {
+			q, err := eastwest.QuicInbound(in, p.Namespace, p.Name, p.NetnsPath)
+			if err != nil {
+				return false, err
+			}
+			out[resource.ListenerType] = append(out[resource.ListenerType], q)
+		}
 	}
 	if len(routes) == 0 {
 		return in != nil, nil
@@ -228,8 +247,74 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 	if err != nil {
 		return false, err
 	}
+	if ol, err = eastwest.WithTwins(ol, sels); err != nil {
+		return false, err
+	}
 	out[resource.ListenerType] = append(out[resource.ListenerType], ol)
 	return true, nil
+}
+
+// selections are the twin choices of every routed destination: one arm
+// per local account, to the twin quic:<svc>.<ns>@<sa>.<sa-ns>, and the h2
+// cluster for any other source. Without EastWest there are none.
+func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Route) (map[string]eastwest.Selection, error) {
+	if !h.EastWest {
+		return nil, nil
+	}
+	sels := map[string]eastwest.Selection{}
+	local := LocalAccounts(st, node)
+	for _, r := range routes {
+		sel := eastwest.Selection{Key: xdsnames.CertMapperFilterStateKey, Twins: map[string]string{}, Floor: xdsnames.H2Cluster(r.Service, r.Namespace)}
+		for _, a := range local {
+			id, err := identity.ID(h.TrustDomain, a)
+			if err != nil {
+				return nil, err
+			}
+			sel.Twins[id.String()] = xdsnames.TwinCluster(xdsnames.Twin{Service: r.Service, Namespace: r.Namespace, SA: a.ServiceAccount, SANamespace: a.Namespace})
+		}
+		sels[sel.Floor] = sel
+	}
+	return sels, nil
+}
+
+// twin is t's cluster on the mTLS path: the destination's HTTP port and
+// accounts, the source account's SVID. It says why not when st gives
+// the destination no HTTP port or no account.
+func (h *HTTPPath) twin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster, string, error) {
+	svc, ok := st.Service(registry.Key{Namespace: t.Namespace, Name: t.Service})
+	if !ok {
+		return nil, RefusedUnknownDestination, nil
+	}
+	sp, ok := svc.HTTPPort()
+	if !ok {
+		return nil, RefusedNotHTTP, nil
+	}
+	var accounts []string
+	for _, ep := range st.ReadyEndpoints(svc.Key()) {
+		for i := range st.Pods {
+			p := &st.Pods[i]
+			if p.Namespace != svc.Namespace || p.Name != ep.Pod {
+				continue
+			}
+			id, err := identity.ID(h.TrustDomain, identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount})
+			if err != nil {
+				return nil, "", err
+			}
+			if !slices.Contains(accounts, id.String()) {
+				accounts = append(accounts, id.String())
+			}
+		}
+	}
+	if len(accounts) == 0 {
+		return nil, RefusedNotIdentityReady, nil
+	}
+	slices.Sort(accounts)
+	src, err := identity.ID(h.TrustDomain, identity.Account{Namespace: t.SANamespace, ServiceAccount: t.SA})
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := eastwest.TwinCluster(eastwest.Twin{Twin: t, Port: sp.Port, Domain: h.MeshDomain, SourceID: src.String(), Accounts: accounts})
+	return c, "", err
 }
 
 // addHTTPPath appends the mTLS path's resources to out and records in the

@@ -16,6 +16,11 @@ type Metrics struct {
 	noHealthy   prometheus.Gauge
 	udpArms     prometheus.Gauge
 	podsNoNetns prometheus.Gauge
+	// The agent's side of on-demand CDS (odcds.go): names admitted, names
+	// refused by reason, and the twins served.
+	odcdsAdmitted prometheus.Counter
+	odcdsRefused  *prometheus.CounterVec
+	twins         prometheus.Gauge
 }
 
 var unsupportedReasons = []string{ReasonWeightedSplit, ReasonMultipleRules, ReasonBackendKind, ReasonParentConflict}
@@ -34,14 +39,23 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Destination-IP arms of the UDP capture matcher."}),
 		podsNoNetns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_pods_without_netns",
 			Help: "Local pods without a netns path, hence without capture listeners."}),
+		odcdsAdmitted: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_odcds_admitted_total",
+			Help: "Twin names a proxy subscribed to on demand that the agent admitted and published."}),
+		odcdsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aether_agent_odcds_refused_total",
+			Help: "Cluster names a proxy subscribed to on demand that the agent answered absent, by reason."}, []string{"reason"}),
+		twins: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_twins",
+			Help: "QUIC twins served: recorded (source account, destination) pairs the registry still admits."}),
 	}
-	for _, c := range []prometheus.Collector{m.published, m.refused, m.unsupported, m.noHealthy, m.udpArms, m.podsNoNetns} {
+	for _, c := range []prometheus.Collector{m.published, m.refused, m.unsupported, m.noHealthy, m.udpArms, m.podsNoNetns, m.odcdsAdmitted, m.odcdsRefused, m.twins} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register agent metric: %w", err)
 		}
 	}
 	for _, r := range unsupportedReasons {
 		m.unsupported.WithLabelValues(r)
+	}
+	for _, r := range refusedReasons {
+		m.odcdsRefused.WithLabelValues(r)
 	}
 	return m, nil
 }

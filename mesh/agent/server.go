@@ -61,7 +61,7 @@ func requireLoopback(spec string) error {
 // (state-of-the-world and delta) backed by the agent's snapshot cache.
 func (a *Agent) NewGRPCServer(ctx context.Context) *grpc.Server {
 	gs := grpc.NewServer()
-	xds := serverv3.NewServer(ctx, a.served, serverv3.CallbackFuncs{
+	xds := serverv3.NewServer(ctx, a.Cache(), serverv3.CallbackFuncs{
 		DeltaStreamOpenFunc: func(_ context.Context, id int64, typ string) error {
 			a.log.Debug("delta stream opened", "stream", id, "type", typ)
 			return nil

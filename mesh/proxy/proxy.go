@@ -46,6 +46,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
 	"github.com/aether-mesh/aether/mesh/proxy/secret"
 	"github.com/aether-mesh/aether/mesh/proxy/tcp"
 	"github.com/aether-mesh/aether/mesh/proxy/udp"
@@ -104,6 +105,9 @@ type Proxy struct {
 	lds       bool
 	ldsTimer  *time.Timer
 	listening chan struct{}
+	// onDemand is the on_demand filter's CDS state: told every cluster
+	// that becomes active or goes, it releases the requests paused on it.
+	onDemand *ondemand.Discovery
 
 	// secrets are the SDS secrets; TLS handshakes read them, so an update
 	// needs no listener change. pool and logs serve every HTTP listener.
@@ -142,7 +146,19 @@ func New(o Options) *Proxy {
 		Observe: o.Metrics.XDS,
 	}
 	p.sub, p.listen = p.client, p.open
+	p.onDemand = &ondemand.Discovery{Subscribe: p.subscribeOnDemand, Timeout: ondemand.DefaultTimeout}
 	return p
+}
+
+// OnDemand is the proxy's on-demand CDS: a request whose cluster is
+// missing awaits it there.
+func (p *Proxy) OnDemand() *ondemand.Discovery { return p.onDemand }
+
+// subscribeOnDemand adds name to the CDS subscription, which stays
+// wildcard: the client sends resource_names_subscribe for name alone, and
+// a fresh stream states the wildcard and every on-demand name.
+func (p *Proxy) subscribeOnDemand(string) error {
+	return p.sub.Subscribe(resource.ClusterType, append([]string{xds.Wildcard}, p.onDemand.Names()...)...)
 }
 
 // Metrics is the proxy's registry.
@@ -268,6 +284,7 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 		}
 		specs = append(specs, s)
 	}
+	var activated []string
 	p.mu.Lock()
 	for _, s := range specs {
 		old := p.active[s.Name]
@@ -275,6 +292,7 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 		case s.Kind == cluster.Static:
 			p.active[s.Name] = cluster.New(s)
 			delete(p.warming, s.Name)
+			activated = append(activated, s.Name)
 		case old != nil && old.Spec.Kind == cluster.EDS && old.Spec.ServiceName == s.ServiceName:
 			// Same endpoints: the update is live at once, with no warming.
 			nc := cluster.New(s)
@@ -292,6 +310,7 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 	eds := p.edsNamesLocked()
 	p.publishLocked()
 	p.mu.Unlock()
+	p.onDemand.Update(activated, removed)
 	p.clustersChanged()
 	if len(eds) == 0 {
 		// Nothing to warm: an empty subscription would read as wildcard.
@@ -349,6 +368,7 @@ func (p *Proxy) onEndpoints(rs []*discoveryv3.Resource, removed []string) error 
 		// A removed assignment leaves its clusters without hosts.
 		as = append(as, &cluster.Assignment{Name: n})
 	}
+	var activated []string
 	p.mu.Lock()
 	for _, a := range as {
 		for _, c := range p.active {
@@ -361,11 +381,14 @@ func (p *Proxy) onEndpoints(rs []*discoveryv3.Resource, removed []string) error 
 				c.SetAssignment(a)
 				p.active[name] = c
 				delete(p.warming, name)
+				activated = append(activated, name)
 			}
 		}
 	}
 	p.publishLocked()
 	p.mu.Unlock()
+	// Published first: a released request finds its cluster active.
+	p.onDemand.Update(activated, nil)
 	p.clustersChanged()
 	p.requestListenersIfWarm()
 	return nil
@@ -428,6 +451,16 @@ type running struct {
 	u *udp.Listener
 	t *tcp.Listener
 	h *h2.Listener
+	q *h2.QUICListener
+}
+
+// quicOf is a spec's QUIC server settings, zero for any other listener:
+// a change of them needs a new server, so a new socket.
+func quicOf(s *listener.Spec) listener.QUIC {
+	if s.HTTP == nil || s.HTTP.QUIC == nil {
+		return listener.QUIC{}
+	}
+	return *s.HTTP.QUIC
 }
 
 func (r running) close() {
@@ -439,6 +472,9 @@ func (r running) close() {
 	}
 	if r.h != nil {
 		_ = r.h.Close()
+	}
+	if r.q != nil {
+		_ = r.q.Close()
 	}
 }
 
@@ -455,6 +491,9 @@ func (r running) update(s *listener.Spec) {
 	if r.h != nil {
 		r.h.Update(s.HTTP)
 	}
+	if r.q != nil {
+		r.q.Update(s.HTTP)
+	}
 }
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
@@ -462,8 +501,12 @@ func (p *Proxy) open(s *listener.Spec) (running, error) {
 		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
 		return running{u: u}, err
 	}
+	if s.HTTP != nil && s.HTTP.QUIC != nil {
+		q, err := h2.ListenQUIC(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand})
+		return running{q: q}, err
+	}
 	if s.HTTP != nil {
-		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand})
 		return running{h: h}, err
 	}
 	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
@@ -511,7 +554,7 @@ func (p *Proxy) planLocked(specs []*listener.Spec, removed []string) listenerPla
 	for _, s := range specs {
 		updated[s.Name] = true
 		switch old := p.specs[s.Name]; {
-		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil):
+		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil) && quicOf(old) == quicOf(s):
 			pl.keep = append(pl.keep, s)
 		case old != nil:
 			pl.gone = append(pl.gone, s.Name)

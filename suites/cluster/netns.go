@@ -36,7 +36,10 @@ func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
 			return nil, fmt.Errorf("failed to create the access log dir: %w", err)
 		}
 		nc.AgentArgs = []string{"--trust-domain", m.TrustDomain, "--mesh-domain", m.MeshDomain,
-			"--ca-dir", m.CADir, "--access-log-dir", access, "--upstream-cert", m.UpstreamCert}
+			"--ca-dir", m.CADir, "--access-log-dir", access, "--upstream-cert", m.UpstreamCert,
+			// The mTLS path's suites prove the HTTP/2 floor; east-west
+			// QUIC (aether-agent's default) has its own suite.
+			"--mesh-transport", "h2"}
 		if t := m.EchoTLS; t != nil {
 			nc.EchoTLS = fmt.Sprintf("%d,%s,%s,%s,%s", t.Port, t.Cert, t.Key, t.Bundle, m.TrustDomain)
 		}

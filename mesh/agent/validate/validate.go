@@ -116,6 +116,8 @@ func Check(r Resources) error {
 	c.routeClusters()
 	c.wipFields()
 	c.udpSessionLimits()
+	c.twins()
+	c.quicR4()
 	if len(c.failures) > 0 {
 		return &Error{Failures: c.failures}
 	}

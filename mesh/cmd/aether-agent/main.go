@@ -58,6 +58,7 @@ func run() error {
 		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
 		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
+		transport    = flag.String("mesh-transport", string(agent.TransportAuto), "auto: HTTP/3 over per-source QUIC twins wherever eligible; h2: the HTTP/2 floor everywhere")
 		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
 		verbose      = flag.Bool("v", false, "debug logging")
 		listen       listFlag
@@ -104,10 +105,15 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Logger: logger, Registerer: reg}
+	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg}
 	rotated, err := mt.apply(&opts)
 	if err != nil {
 		return err
+	}
+	if opts.HTTP != nil {
+		// East-west QUIC rides the mTLS path; --mesh-transport h2 turns
+		// it off again (agent.New).
+		opts.HTTP.EastWest = true
 	}
 	a, err := agent.New(opts)
 	if err != nil {

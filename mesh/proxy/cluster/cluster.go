@@ -24,6 +24,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
 	"github.com/aether-mesh/aether/mesh/proxy/mtls"
 
@@ -36,32 +37,62 @@ const HTTPProtocolOptions = xdsnames.HTTPProtocolOptions
 
 // http2Options reads the one protocol option the contract uses: HTTP/2 as
 // the explicit upstream protocol.
-func http2Options(opts map[string]*anypb.Any, path string) (bool, error) {
+// UpstreamHTTP is the HTTP version an HTTP route's requests go upstream
+// with.
+type UpstreamHTTP int
+
+const (
+	// HTTP1 is Envoy's default when a cluster states no protocol options.
+	HTTP1 UpstreamHTTP = iota
+	HTTP2
+	HTTP3
+)
+
+func httpOptions(opts map[string]*anypb.Any, path string) (UpstreamHTTP, error) {
 	for k, v := range opts {
 		if k != HTTPProtocolOptions {
-			return false, fmt.Errorf("%s[%q]: not supported, only %s", path, k, HTTPProtocolOptions)
+			return HTTP1, fmt.Errorf("%s[%q]: not supported, only %s", path, k, HTTPProtocolOptions)
 		}
 		kp := fmt.Sprintf("%s[%q]", path, k)
 		var o upstreamhttpv3.HttpProtocolOptions
 		if err := v.UnmarshalTo(&o); err != nil {
-			return false, fmt.Errorf("%s: not an HttpProtocolOptions: %w", kp, err)
+			return HTTP1, fmt.Errorf("%s: not an HttpProtocolOptions: %w", kp, err)
 		}
 		if err := fields.Only(&o, kp, "explicit_http_config"); err != nil {
-			return false, err
+			return HTTP1, err
 		}
 		e := o.GetExplicitHttpConfig()
-		if err := fields.Only(e, kp+".explicit_http_config", "http2_protocol_options"); err != nil {
-			return false, err
+		if err := fields.Only(e, kp+".explicit_http_config", "http2_protocol_options", "http3_protocol_options"); err != nil {
+			return HTTP1, err
 		}
-		if e.GetHttp2ProtocolOptions() == nil {
-			return false, fmt.Errorf("%s.explicit_http_config: only http2_protocol_options is supported", kp)
+		switch {
+		case e.GetHttp2ProtocolOptions() != nil:
+			return HTTP2, fields.Only(e.GetHttp2ProtocolOptions(), kp+".explicit_http_config.http2_protocol_options")
+		case e.GetHttp3ProtocolOptions() != nil:
+			return HTTP3, fields.Only(e.GetHttp3ProtocolOptions(), kp+".explicit_http_config.http3_protocol_options")
 		}
-		if err := fields.Only(e.GetHttp2ProtocolOptions(), kp+".explicit_http_config.http2_protocol_options"); err != nil {
-			return false, err
-		}
-		return true, nil
+		return HTTP1, fmt.Errorf("%s.explicit_http_config: only http2_protocol_options and http3_protocol_options are supported", kp)
 	}
-	return false, nil
+	return HTTP1, nil
+}
+
+// upstreamTransport compiles a cluster's transport socket: TLS, or QUIC
+// wrapping the same UpstreamTlsContext (a twin).
+func upstreamTransport(ts *corev3.TransportSocket, path string) (*mtls.Upstream, bool, error) {
+	if ts.GetName() != xdsnames.QUICTransportSocket {
+		u, err := mtls.UpstreamFromProto(ts, path)
+		return u, false, err
+	}
+	utc, err := h3.UpstreamFromProto(ts, path)
+	if err != nil {
+		return nil, false, err
+	}
+	tc, err := anypb.New(utc)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	u, err := mtls.UpstreamFromProto(&corev3.TransportSocket{Name: xdsnames.TLSTransportSocket, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}, path+".typed_config.upstream_tls_context")
+	return u, true, err
 }
 
 // Kind is how a cluster learns its endpoints.
@@ -93,9 +124,11 @@ type Spec struct {
 	MaxConnections uint32
 	// TLS is the upstream transport socket; nil is plaintext.
 	TLS *mtls.Upstream
-	// HTTP2 says HTTP requests go upstream over HTTP/2; otherwise an HTTP
-	// route's requests go as HTTP/1.1, Envoy's default.
-	HTTP2 bool
+	// HTTP is the version HTTP requests go upstream with.
+	HTTP UpstreamHTTP
+	// QUIC says the transport socket is QUIC (a twin): TLS is its
+	// UpstreamTlsContext, and requests go as HTTP/3.
+	QUIC bool
 }
 
 // Endpoint is one upstream host.
@@ -135,17 +168,16 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 		s.ConnectTimeout = c.GetConnectTimeout().AsDuration()
 	}
 	if ts := c.GetTransportSocket(); ts != nil {
-		u, err := mtls.UpstreamFromProto(ts, path+".transport_socket")
-		if err != nil {
+		if s.TLS, s.QUIC, err = upstreamTransport(ts, path+".transport_socket"); err != nil {
 			return nil, err
 		}
-		s.TLS = u
 	}
-	h2, err := http2Options(c.GetTypedExtensionProtocolOptions(), path+".typed_extension_protocol_options")
-	if err != nil {
+	if s.HTTP, err = httpOptions(c.GetTypedExtensionProtocolOptions(), path+".typed_extension_protocol_options"); err != nil {
 		return nil, err
 	}
-	s.HTTP2 = h2
+	if s.QUIC != (s.HTTP == HTTP3) {
+		return nil, fmt.Errorf("%s.typed_extension_protocol_options: HTTP/3 goes with a QUIC transport socket and only with one", path)
+	}
 	switch c.GetType() {
 	case clusterv3.Cluster_EDS:
 		s.Kind = EDS

@@ -88,7 +88,19 @@ func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	rec.Cluster = vh.Cluster
-	c := l.clusters.Active(vh.Cluster)
+	if vh.Selector != nil {
+		src := d.source()
+		rec.Cluster = vh.Selector.Cluster(src, src != "")
+	}
+	c := l.clusters.Active(rec.Cluster)
+	if c == nil && d.chain.HCM.OnDemand > 0 && l.opts.OnDemand != nil {
+		// The on_demand filter: the request pauses while the cluster is
+		// fetched; a refusal or the timeout leaves it missing.
+		if err := l.opts.OnDemand.AwaitWithin(r.Context(), rec.Cluster, d.chain.HCM.OnDemand); err != nil {
+			l.opts.Log.Info("on-demand cluster missing", "listener", l.name, "cluster", rec.Cluster, "err", err)
+		}
+		c = l.clusters.Active(rec.Cluster)
+	}
 	if c == nil {
 		l.fail(w, rec, FlagNoCluster, "cluster not found")
 		return

@@ -27,6 +27,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/mtls"
+	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
 	"github.com/aether-mesh/aether/mesh/proxy/secret"
 	"github.com/aether-mesh/aether/mesh/transparent"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	Logs    *LogFiles
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
+	// OnDemand fetches a route's missing cluster when its connection
+	// manager has the on_demand filter.
+	OnDemand *ondemand.Discovery
 }
 
 // Listener is one running HTTP listener.

@@ -34,6 +34,8 @@ type Pool struct {
 	// per cluster name: the spec the transports were made for, and one
 	// transport per hashed filter state (each pools per host itself).
 	clusters map[string]*clusterPool
+	// twins are the HTTP/3 clusters' clients (twins.go).
+	twins twinPool
 }
 
 type clusterPool struct {
@@ -54,6 +56,9 @@ type dialKey struct{}
 // RoundTrip sends req to ep of c on behalf of a downstream connection with
 // filter state fs.
 func (p *Pool) RoundTrip(c *cluster.Cluster, ep cluster.Endpoint, fs []hcm.FilterState, req *http.Request) (*http.Response, error) {
+	if c.Spec.QUIC {
+		return p.roundTripH3(c, ep, req)
+	}
 	t := p.transport(c.Spec, fs)
 	d := dial{endpoint: ep}
 	for _, f := range fs {
@@ -115,10 +120,10 @@ func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	if s.TLS == nil {
 		return t
 	}
-	t.ForceAttemptHTTP2 = s.HTTP2
+	t.ForceAttemptHTTP2 = s.HTTP == cluster.HTTP2
 	t.Protocols = new(http.Protocols)
-	t.Protocols.SetHTTP2(s.HTTP2)
-	t.Protocols.SetHTTP1(!s.HTTP2)
+	t.Protocols.SetHTTP2(s.HTTP == cluster.HTTP2)
+	t.Protocols.SetHTTP1(s.HTTP != cluster.HTTP2)
 	t.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		c, err := p.dialTCP(ctx, s)
 		if err != nil {
@@ -175,4 +180,5 @@ func (p *Pool) Close() {
 			t.CloseIdleConnections()
 		}
 	}
+	p.closeTwins()
 }

@@ -8,13 +8,16 @@ package hcm
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/aether-mesh/aether/mesh/proxy/clusterspec"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/fields"
+	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
 
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
@@ -34,6 +37,8 @@ const (
 	Auto Codec = iota
 	// HTTP2 serves HTTP/2 only.
 	HTTP2
+	// HTTP3 serves HTTP/3: a QUIC listener's chains.
+	HTTP3
 )
 
 // Config is a compiled HttpConnectionManager.
@@ -45,6 +50,9 @@ type Config struct {
 	SetXFCC   bool
 	Hosts     []*VirtualHost
 	AccessLog *AccessLog
+	// OnDemand is the on_demand filter's ODCDS timeout; zero is no
+	// on_demand filter, and a missing cluster is answered at once.
+	OnDemand time.Duration
 }
 
 // VirtualHost is one virtual host with a single "/" route: to a cluster or
@@ -53,7 +61,10 @@ type VirtualHost struct {
 	Name    string
 	Domains []string
 	Cluster string
-	Direct  *Direct
+	// Selector, set instead of Cluster, picks the cluster per source
+	// (a MatcherClusterSpecifier choosing twins).
+	Selector *clusterspec.Selector
+	Direct   *Direct
 }
 
 // Direct is a direct_response.
@@ -90,6 +101,11 @@ func (c *Config) Clusters() []string {
 		if vh.Cluster != "" {
 			out = append(out, vh.Cluster)
 		}
+		// A selector's arms name twins fetched on demand; only its
+		// fallback must be in CDS up front.
+		if vh.Selector != nil && vh.Selector.Floor() != "" {
+			out = append(out, vh.Selector.Floor())
+		}
 	}
 	return out
 }
@@ -116,13 +132,28 @@ func FromFilter(f *listenerv3.Filter, path string) (*Config, error) {
 		c.Codec = Auto
 	case hcmv3.HttpConnectionManager_HTTP2:
 		c.Codec = HTTP2
+	case hcmv3.HttpConnectionManager_HTTP3:
+		c.Codec = HTTP3
 	default:
-		return nil, fmt.Errorf("%s.codec_type: %s is not supported, only AUTO and HTTP2", path, h.GetCodecType())
+		return nil, fmt.Errorf("%s.codec_type: %s is not supported, only AUTO, HTTP2 and HTTP3", path, h.GetCodecType())
 	}
 	if err := xfcc(&h, c, path); err != nil {
 		return nil, err
 	}
-	if err := router(h.GetHttpFilters(), path+".http_filters"); err != nil {
+	filters := h.GetHttpFilters()
+	if len(filters) > 1 && filters[0].GetName() == xdsnames.OnDemandFilter {
+		fp := path + ".http_filters[0]"
+		if err := fields.Only(filters[0], fp, "name", "typed_config"); err != nil {
+			return nil, err
+		}
+		d, err := ondemand.TimeoutFromProto(filters[0].GetTypedConfig(), fp+".typed_config")
+		if err != nil {
+			return nil, err
+		}
+		c.OnDemand = d
+		filters = filters[1:]
+	}
+	if err := router(filters, path+".http_filters"); err != nil {
 		return nil, err
 	}
 	hosts, err := routes(h.GetRouteConfig(), path+".route_config")
@@ -226,8 +257,16 @@ func route(rs []*routev3.Route, v *VirtualHost, path string) error {
 	}
 	switch a := r.GetAction().(type) {
 	case *routev3.Route_Route:
-		if err := fields.Only(a.Route, rp+".route", "cluster"); err != nil {
+		if err := fields.Only(a.Route, rp+".route", "cluster", "inline_cluster_specifier_plugin"); err != nil {
 			return err
+		}
+		if a.Route.GetInlineClusterSpecifierPlugin() != nil {
+			sel, err := clusterspec.FromProto(a.Route, rp+".route")
+			if err != nil {
+				return err
+			}
+			v.Selector = sel
+			break
 		}
 		v.Cluster = a.Route.GetCluster()
 	case *routev3.Route_DirectResponse:

@@ -22,6 +22,8 @@ const TLSInspector = xdsnames.TLSInspector
 // by SNI) or the outbound 18081 one (plaintext, one chain).
 type HTTP struct {
 	Chains []*HTTPChain
+	// QUIC is set on a QUIC listener (UDP, HTTP/3): its R4 fields.
+	QUIC *QUIC
 }
 
 // HTTPChain is one filter chain of an HTTP listener.
@@ -74,6 +76,9 @@ func httpListener(l *listenerv3.Listener, path string) (*HTTP, error) {
 		c, err := httpChain(fc, cp)
 		if err != nil {
 			return nil, err
+		}
+		if c.HCM.Codec == hcm.HTTP3 {
+			return nil, fmt.Errorf("%s.filters: codec_type HTTP3 needs a QUIC listener (UDP with udp_listener_config.quic_options)", cp)
 		}
 		for _, n := range c.ServerNames {
 			if other, dup := seen[strings.ToLower(n)]; dup {

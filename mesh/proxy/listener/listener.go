@@ -130,13 +130,21 @@ func FromProto(l *listenerv3.Listener) (*Spec, error) {
 	if err := l.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := fields.Only(l, path, "name", "address", "filter_chains", "listener_filters", "transparent", "traffic_direction", "stat_prefix", "udp_listener_config"); err != nil {
+	if err := fields.Only(l, path, "name", "address", "filter_chains", "listener_filters", "transparent", "traffic_direction", "stat_prefix", "udp_listener_config", "default_filter_chain"); err != nil {
 		return nil, err
 	}
 	if u := l.GetUdpListenerConfig(); u != nil {
-		if err := fields.Only(u, path+".udp_listener_config"); err != nil {
+		if err := fields.Only(u, path+".udp_listener_config", "quic_options"); err != nil {
 			return nil, err
 		}
+		if q := u.GetQuicOptions(); q != nil {
+			if err := fields.Only(q, path+".udp_listener_config.quic_options"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if l.GetDefaultFilterChain() != nil && l.GetUdpListenerConfig().GetQuicOptions() == nil {
+		return nil, fmt.Errorf("%s.default_filter_chain: supported on a QUIC listener only", path)
 	}
 	sa := l.GetAddress().GetSocketAddress()
 	if sa == nil {
@@ -157,6 +165,10 @@ func FromProto(l *listenerv3.Listener) (*Spec, error) {
 	}}
 	switch sa.GetProtocol() {
 	case corev3.SocketAddress_UDP:
+		if l.GetUdpListenerConfig().GetQuicOptions() != nil {
+			s.HTTP, err = quicListener(l, path)
+			return s, err
+		}
 		if len(l.GetFilterChains()) != 0 {
 			return nil, fmt.Errorf("%s.filter_chains: a UDP listener takes udp_proxy as a listener filter, not filter chains", path)
 		}

@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
+)
+
+// MeshTransport is how a node's proxies reach eligible destinations.
+type MeshTransport string
+
+const (
+	// TransportAuto is HTTP/3 over a per-source twin wherever eligible.
+	TransportAuto MeshTransport = "auto"
+	// TransportH2 forces the HTTP/2 floor: no twin is ever admitted.
+	TransportH2 MeshTransport = "h2"
+)
+
+// onDemandCDS is the cache the ADS server serves: the agent's, with the
+// agent's side of on-demand CDS in front (ARCHITECTURE.md, "On-demand
+// twins"). A proxy's CDS stream is wildcard; its on_demand filter later
+// adds a name by resource_names_subscribe, and the stream stays wildcard.
+// Each such name is admitted or refused here, after the server has
+// cancelled the stream's previous watch and before it makes the next one:
+// an admitted twin is then in the cache when the new watch computes its
+// answer, so it goes out once (made any earlier, in the request callback,
+// the old watch would fire with it and the new one again).
+type onDemandCDS struct {
+	cache.Cache
+	a *Agent
+}
+
+func (o *onDemandCDS) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, value chan cache.DeltaResponse) (func(), error) {
+	if req.GetTypeUrl() == resource.ClusterType && len(req.GetResourceNamesSubscribe()) > 0 {
+		if refused := o.a.admit(req.GetResourceNamesSubscribe()); len(refused) > 0 {
+			// The cache never answers a name it never held, and the
+			// proxy's on_demand filter would wait out its timeout: a
+			// refused name is stated absent at once. The stream's
+			// record of what it returned is unchanged. The server has
+			// drained the channel before calling, and it holds one
+			// response per type, so this send does not block.
+			value <- &cache.DeltaPassthroughResponse{
+				DeltaRequest:   req,
+				NextVersionMap: maps.Clone(sub.ReturnedResources()),
+				DeltaDiscoveryResponse: &discovery.DeltaDiscoveryResponse{
+					TypeUrl:           resource.ClusterType,
+					SystemVersionInfo: "odcds-refused",
+					RemovedResources:  refused,
+				},
+			}
+		}
+	}
+	return o.Cache.CreateDeltaWatch(req, sub, value)
+}
+
+// admit answers the cluster names a CDS request subscribes to by name:
+// a name the agent serves already passes; a twin st admits is recorded
+// and published, cluster and load assignment together; anything else is
+// refused, counted by reason, and returned. Before the first build there
+// is nothing to judge against, and the hold cache keeps the watch anyway.
+func (a *Agent) admit(names []string) (refused []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == nil {
+		return nil
+	}
+	for _, name := range names {
+		if name == "*" || a.serves(name) {
+			continue
+		}
+		start := time.Now()
+		reason := a.admitTwin(name)
+		if reason != "" {
+			a.metrics.odcdsRefused.WithLabelValues(reason).Inc()
+			a.log.Info("on-demand cluster refused", "cluster", name, "reason", reason)
+			refused = append(refused, name)
+			continue
+		}
+		a.metrics.odcdsAdmitted.Inc()
+		a.metrics.twins.Set(float64(len(a.twins)))
+		a.log.Info("on-demand twin admitted", "cluster", name, "took", time.Since(start))
+	}
+	return refused
+}
+
+// serves reports whether the published configuration has cluster name.
+func (a *Agent) serves(name string) bool {
+	if _, ok := a.twins[name]; ok {
+		return true
+	}
+	_, ok := a.builder.idx[clusterIdx].items[name]
+	return ok
+}
+
+// admitTwin records and publishes twin name, or says why not.
+func (a *Agent) admitTwin(name string) string {
+	t, err := xdsnames.ParseTwin(name)
+	if err != nil {
+		return RefusedUnknownName
+	}
+	if a.opts.Transport == TransportH2 {
+		return RefusedTransportH2
+	}
+	tw, reason, err := twinFor(a.state, a.opts.Node, a.opts.HTTP, t)
+	if err != nil {
+		a.log.Error("failed to build a twin", "cluster", name, "err", err)
+		return RefusedPublish
+	}
+	if reason != "" {
+		return reason
+	}
+	c, cla := tw[0], tw[1]
+	// The load assignment first: a proxy given the cluster asks for it
+	// by name at once.
+	if err := a.caches[endpointIdx].UpdateResource(name, cla); err != nil {
+		a.log.Error("failed to publish a twin's load assignment", "cluster", name, "err", err)
+		return RefusedPublish
+	}
+	if err := a.caches[clusterIdx].UpdateResource(name, c); err != nil {
+		a.log.Error("failed to publish a twin", "cluster", name, "err", err)
+		return RefusedPublish
+	}
+	a.pairs[t] = true
+	a.twins[name] = tw
+	a.current = withTwin(a.current, c, cla)
+	return ""
+}
+
+// withTwin is out with one more twin, leaving out itself (which the
+// builder may share) as it was.
+func withTwin(out *Output, c, cla types.Resource) *Output {
+	next := *out
+	next.Resources = maps.Clone(out.Resources)
+	next.Resources[resource.ClusterType] = append(slices.Clip(out.Resources[resource.ClusterType]), c)
+	next.Resources[resource.EndpointType] = append(slices.Clip(out.Resources[resource.EndpointType]), cla)
+	return &next
+}

@@ -1,0 +1,107 @@
+// Package h3 is the QUIC half of the mesh's east-west path: the per-pod
+// inbound HTTP/3 server on UDP 18008, beside the mTLS HTTP/2 inbound on
+// TCP 18008 (ARCHITECTURE.md, "East-west QUIC"). It runs quic-go's http3
+// server on a socket the proxy made in the pod's netns.
+package h3
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// InboundOptions are what a QuicDownstreamTransport configures.
+type InboundOptions struct {
+	// TLS gives each handshake its configuration: the listener's
+	// DownstreamTlsContext for the chain the SNI selects. It is called per
+	// connection, because http3.Server copies its own tls.Config once: a
+	// trust bundle or certificate change must reach the next handshake
+	// through here. A nil config refuses the handshake.
+	TLS func(*tls.ClientHelloInfo) (*tls.Config, error)
+	// EnableResumption and EnableEarlyData are the QuicDownstreamTransport
+	// fields of the same names, honoured as configured (R4): resumption
+	// off disables session tickets, since Go's TLS server does not call
+	// VerifyPeerCertificate on a resumed session; early data off refuses
+	// 0-RTT, which http3.Server would otherwise accept.
+	EnableResumption, EnableEarlyData bool
+	Handler                           http.Handler
+	// ConnContext, when set, derives each connection's context, so the
+	// handler can read the QUIC connection's state (0-RTT, say).
+	ConnContext func(context.Context, *quic.Conn) context.Context
+}
+
+// Inbound is one pod's HTTP/3 inbound.
+type Inbound struct {
+	opts InboundOptions
+	srv  *http3.Server
+	done chan error
+	// ticketKey encrypts session tickets when resumption is on. Every
+	// handshake's configuration is a fresh one, and a config without
+	// explicit keys seals tickets with keys of its own, which the next
+	// connection's config cannot open: resumption would silently never
+	// happen.
+	ticketKey [32]byte
+}
+
+// ServeInbound serves HTTP/3 on conn until Close. conn is the pod's UDP
+// 18008 socket, bound to the unspecified address: quic-go then reads
+// IP_PKTINFO itself and answers from the address each packet was sent to.
+// quic-go's GSO stays on (it is on by default), which halves the cost of
+// large responses.
+func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
+	if o.TLS == nil || o.Handler == nil {
+		return nil, errors.New("h3 inbound: TLS and Handler are required")
+	}
+	in := &Inbound{opts: o, done: make(chan error, 1)}
+	if _, err := rand.Read(in.ticketKey[:]); err != nil {
+		return nil, fmt.Errorf("h3 inbound: session ticket key: %w", err)
+	}
+	in.srv = &http3.Server{
+		TLSConfig: &tls.Config{
+			MinVersion:             tls.VersionTLS13,
+			SessionTicketsDisabled: !o.EnableResumption,
+			GetConfigForClient:     in.configFor,
+		},
+		QUICConfig:  &quic.Config{Allow0RTT: o.EnableEarlyData},
+		Handler:     o.Handler,
+		ConnContext: o.ConnContext,
+	}
+	go func() { in.done <- in.srv.Serve(conn) }()
+	return in, nil
+}
+
+// configFor is the handshake's configuration with the R4 fields applied;
+// the chain's own configuration is never modified.
+func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+	c, err := in.opts.TLS(chi)
+	if err != nil {
+		return nil, fmt.Errorf("h3 inbound: no TLS context for server name %q: %w", chi.ServerName, err)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("h3 inbound: no TLS context for server name %q", chi.ServerName)
+	}
+	c = c.Clone()
+	c.MinVersion = tls.VersionTLS13
+	c.SessionTicketsDisabled = !in.opts.EnableResumption
+	if in.opts.EnableResumption {
+		c.SetSessionTicketKeys([][32]byte{in.ticketKey})
+	}
+	return c, nil
+}
+
+// Close stops serving and closes every connection; the socket is the
+// caller's.
+func (in *Inbound) Close() error {
+	err := in.srv.Close()
+	if serr := <-in.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {
+		return errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
+	}
+	return err
+}

@@ -1,0 +1,555 @@
+package eastwest
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/transparent"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
+	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/redgreen"
+)
+
+const (
+	// perSourceN requests from each source pod per case.
+	perSourceN = 20
+	witness    = "node-b's proxy access log (protocol and peer SPIFFE ID at the QUIC or TCP inbound), the destination app's record of the XFCC, node-a's agent counters"
+	admitted   = "aether_agent_odcds_admitted_total"
+)
+
+func spiffeID(sa string) string { return "spiffe://" + trustDomain + "/ns/" + namespace + "/sa/" + sa }
+
+func cases(r *rig) []redgreen.Case {
+	return []redgreen.Case{
+		{
+			Name: "h2-floor", Role: redgreen.Control,
+			Description: "the same cluster with aether-agent --mesh-transport h2: no selection route names a twin, every destination is reached over the h2 cluster",
+			Expect:      fmt.Sprintf("web-0's and batch-0's %d requests each reach api-0 over HTTP/2.0 as their own SPIFFE IDs; node-a's agent admits no twin", perSourceN),
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return crossNode(ctx, r, h2, "api") },
+			Check:       func(o redgreen.Observation) error { return checkArrived(o, "HTTP/2.0", 0) },
+		},
+		{
+			Name: "cross-node-http3", Role: redgreen.Subject,
+			Description: "web-0 and batch-0 on node-a call api on node-b by authority on 18081; each pair's twin carries its requests to api-0's QUIC inbound",
+			Expect:      fmt.Sprintf("each source's %d requests reach api-0 over HTTP/3.0 as its own SPIFFE ID, at the inbound and in the app's XFCC", perSourceN),
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return crossNode(ctx, r, auto, "api") },
+			Check:       func(o redgreen.Observation) error { return checkArrived(o, "HTTP/3.0", -1) },
+		},
+		{
+			Name: "first-request-pays-once", Role: redgreen.Subject,
+			Description: "web-0 and batch-0 call cart, a destination neither has dialled: web's pair is new, batch's is not in its dependencies",
+			Expect:      fmt.Sprintf("web-0's %d requests reach cart-0 over HTTP/3.0; node-a's agent admits exactly one twin for them (later requests fetch nothing)", perSourceN),
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return firstRequest(ctx, r) },
+			Check:       checkOnce,
+		},
+		{
+			Name: "quic-and-plaintext-udp-apart", Role: redgreen.Subject,
+			Description: "from web-0: a QUIC Initial to dgram's VIP:18082 (a plaintext UDP service), then plaintext datagrams to api-0's 18008, where its QUIC inbound listens (R5)",
+			Expect:      "the Initial is udp_proxy's: node-a's udp_proxy receives it and dgram-0's UDP backend records it; the plaintext datagrams reach no udp_proxy (neither node's receive counter moves) and no backend",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return apart(ctx, r) },
+			Check:       checkApart,
+		},
+	}
+}
+
+const mRx = "aether_proxy_udp_downstream_rx_datagrams_total"
+
+// apart sends a QUIC Initial to a plaintext UDP service's VIP:18082 and
+// plaintext datagrams to a pod's QUIC port, and reads the udp_proxy
+// receive counters of both nodes and the backends' records around each.
+func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: "both nodes' udp_proxy receive counters and the backends' own records", Facts: map[string]any{}}
+	c, err := r.cluster(ctx, auto)
+	if err != nil {
+		return obs, err
+	}
+	web := c.Pod(namespace, "web-0")
+	api := c.Pod(namespace, "api-0")
+	vip, err := c.ServiceVIP(namespace, "dgram")
+	if err != nil {
+		return obs, err
+	}
+	rx0, err := udpRx(ctx, c)
+	if err != nil {
+		return obs, err
+	}
+	dgram0, err := udpRecords(c, "dgram-0", 5353)
+	if err != nil {
+		return obs, err
+	}
+	if err := quicInitial(ctx, web, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort)); err != nil {
+		return obs, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	rx1, err := udpRx(ctx, c)
+	if err != nil {
+		return obs, err
+	}
+	dgram1, err := udpRecords(c, "dgram-0", 5353)
+	if err != nil {
+		return obs, err
+	}
+	const n = 10
+	if err := plaintext(web, netip.AddrPortFrom(api.IP, constants.InboundPort), "plain-18008", n); err != nil {
+		return obs, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	rx2, err := udpRx(ctx, c)
+	if err != nil {
+		return obs, err
+	}
+	delivered := 0
+	for _, p := range c.Pods() {
+		recs, err := c.Records(p.Namespace, p.Name)
+		if err != nil {
+			return obs, err
+		}
+		for _, rec := range recs {
+			if strings.HasPrefix(rec.Payload, "plain-18008/") {
+				delivered++
+			}
+		}
+	}
+	obs.Facts["initial_rx"] = map[string]float64{"node-a": rx1["node-a"] - rx0["node-a"], "node-b": rx1["node-b"] - rx0["node-b"]}
+	obs.Facts["initial_at_dgram"] = dgram1 - dgram0
+	obs.Facts["plaintext_sent"] = n
+	obs.Facts["plaintext_rx"] = map[string]float64{"node-a": rx2["node-a"] - rx1["node-a"], "node-b": rx2["node-b"] - rx1["node-b"]}
+	obs.Facts["plaintext_delivered"] = delivered
+	obs.Summary = fmt.Sprintf("Initial: udp_proxy rx %s, dgram-0 recorded %d; %d plaintext to api-0:18008: udp_proxy rx %s, delivered to %d backends",
+		toJSON(obs.Facts["initial_rx"]), dgram1-dgram0, n, toJSON(obs.Facts["plaintext_rx"]), delivered)
+	return obs, c.Check()
+}
+
+func checkApart(o redgreen.Observation) error {
+	irx, ok1 := o.Facts["initial_rx"].(map[string]float64)
+	prx, ok2 := o.Facts["plaintext_rx"].(map[string]float64)
+	at, ok3 := o.Facts["initial_at_dgram"].(int)
+	del, ok4 := o.Facts["plaintext_delivered"].(int)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return errors.New("nothing observed")
+	}
+	// The Initial half is the positive control inside the case: the
+	// counters move for it, so their not moving for 18008 means something.
+	if irx["node-a"] < 1 || at < 1 {
+		return fmt.Errorf("the QUIC Initial to VIP:18082 was not udp_proxy's: node-a rx +%v, dgram-0 recorded %d", irx["node-a"], at)
+	}
+	if prx["node-a"] != 0 || prx["node-b"] != 0 || del != 0 {
+		return fmt.Errorf("plaintext to 18008 reached udp_proxy or a backend: rx %v, delivered %d", prx, del)
+	}
+	return nil
+}
+
+// udpRx is each node's udp_proxy receive counter.
+func udpRx(ctx context.Context, c *node.Cluster) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, name := range []string{"node-a", "node-b"} {
+		n := c.Node(name)
+		body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		out[name], _ = node.Metric(body, mRx, nil)
+	}
+	return out, nil
+}
+
+// udpRecords counts pod's backend records of datagrams on port.
+func udpRecords(c *node.Cluster, pod string, port int) (int, error) {
+	recs, err := c.Records(namespace, pod)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rec := range recs {
+		if rec.Event == "udp" && rec.Port == port {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// quicInitial starts a QUIC handshake from p to dst and gives up soon:
+// only its first flight matters. A handshake that completes means a QUIC
+// server answered on a plaintext UDP service, which is an error.
+func quicInitial(ctx context.Context, p *node.Pod, dst netip.AddrPort) error {
+	var pc net.PacketConn
+	if err := transparent.InNetns(p.NS.Path, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", "0.0.0.0:0")
+		return err
+	}); err != nil {
+		return err
+	}
+	defer pc.Close()
+	tr := &quic.Transport{Conn: pc}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	conn, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(dst), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h3"}, ServerName: "dgram.demo.mesh.test"}, nil)
+	if err == nil {
+		_ = conn.CloseWithError(0, "")
+		return fmt.Errorf("a QUIC handshake to %s completed; it is a plaintext UDP service", dst)
+	}
+	return nil
+}
+
+// plaintext sends n tagged datagrams from p to dst.
+func plaintext(p *node.Pod, dst netip.AddrPort, tag string, n int) error {
+	conn, err := transparent.DialUDP(p.NS.Path, netip.AddrPort{}, dst, transparent.Options{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for i := range n {
+		if _, err := fmt.Fprintf(conn, "%s/%d", tag, i); err != nil {
+			return fmt.Errorf("datagram %d to %s: %w", i, dst, err)
+		}
+	}
+	return nil
+}
+
+// crossNode sends perSourceN requests from web-0 and batch-0 to svc and
+// reads what node-b's inbound and the app saw, and node-a's admissions
+// meanwhile.
+func crossNode(ctx context.Context, r *rig, tr transport, svc string) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witness, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, tr)
+	if err != nil {
+		return obs, err
+	}
+	before, err := agentCounter(ctx, c, "node-a", admitted)
+	if err != nil {
+		return obs, err
+	}
+	logBefore, err := accessLines(r, tr)
+	if err != nil {
+		return obs, err
+	}
+	tag := "cross-" + string(tr)
+	if err := sendFrom(ctx, c, svc, tag, perSourceN, "web-0", "batch-0"); err != nil {
+		return obs, err
+	}
+	seen, err := inboundSeen(r, tr, svc, logBefore)
+	if err != nil {
+		return obs, err
+	}
+	xfcc, err := appXFCC(c, svc+"-0", svc, tag)
+	if err != nil {
+		return obs, err
+	}
+	after, err := agentCounter(ctx, c, "node-a", admitted)
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts["inbound"], obs.Facts["app_xfcc"], obs.Facts["admitted"] = seen, xfcc, after-before
+	obs.Summary = fmt.Sprintf("inbound saw %s; app XFCC %s; twins admitted %v", toJSON(seen), toJSON(xfcc), after-before)
+	return obs, c.Check()
+}
+
+// checkArrived: every source's requests arrived as itself over proto, at
+// the inbound and at the app; wantAdmitted ≥ 0 pins the admissions.
+func checkArrived(o redgreen.Observation, proto string, wantAdmitted float64) error {
+	seen, ok1 := o.Facts["inbound"].(map[string]int)
+	xfcc, ok2 := o.Facts["app_xfcc"].(map[string]int)
+	adm, ok3 := o.Facts["admitted"].(float64)
+	if !ok1 || !ok2 || !ok3 {
+		return errors.New("nothing observed")
+	}
+	for _, sa := range []string{"web", "batch"} {
+		if n := seen[proto+" "+spiffeID(sa)]; n != perSourceN {
+			return fmt.Errorf("the inbound saw %d of %s's requests over %s, want %d (saw %s)", n, sa, proto, perSourceN, toJSON(seen))
+		}
+		if n := xfcc[spiffeID(sa)]; n != perSourceN {
+			return fmt.Errorf("the app saw %d requests with %s in the XFCC, want %d", n, spiffeID(sa), perSourceN)
+		}
+	}
+	if len(seen) != 2 {
+		return fmt.Errorf("the inbound saw other protocols or peers: %s", toJSON(seen))
+	}
+	if wantAdmitted >= 0 && adm != wantAdmitted {
+		return fmt.Errorf("node-a's agent admitted %v twins, want %v", adm, wantAdmitted)
+	}
+	return nil
+}
+
+// firstRequest sends web-0's requests to cart (a pair the warm-up never
+// dialled) and counts node-a's admissions around them.
+func firstRequest(ctx context.Context, r *rig) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witness, Facts: map[string]any{}}
+	c, err := r.cluster(ctx, auto)
+	if err != nil {
+		return obs, err
+	}
+	before, err := agentCounter(ctx, c, "node-a", admitted)
+	if err != nil {
+		return obs, err
+	}
+	logBefore, err := accessLines(r, auto)
+	if err != nil {
+		return obs, err
+	}
+	// The pair's first request alone, then one more alone, each timed at
+	// the client: recorded, not asserted (a loaded machine moves them).
+	var took [2]time.Duration
+	for i := range took {
+		start := time.Now()
+		if err := sendFrom(ctx, c, "cart", fmt.Sprintf("first%d", i), 1, "web-0"); err != nil {
+			return obs, err
+		}
+		took[i] = time.Since(start)
+	}
+	if err := sendFrom(ctx, c, "cart", "first", perSourceN-len(took), "web-0"); err != nil {
+		return obs, err
+	}
+	obs.Facts["first_request_ms"] = float64(took[0].Microseconds()) / 1000
+	obs.Facts["second_request_ms"] = float64(took[1].Microseconds()) / 1000
+	after, err := agentCounter(ctx, c, "node-a", admitted)
+	if err != nil {
+		return obs, err
+	}
+	seen, err := inboundSeen(r, auto, "cart", logBefore)
+	if err != nil {
+		return obs, err
+	}
+	twins, err := agentGauge(ctx, c, "node-a", "aether_agent_twins")
+	if err != nil {
+		return obs, err
+	}
+	obs.Facts["admitted"], obs.Facts["inbound"], obs.Facts["twins"] = after-before, seen, twins
+	obs.Summary = fmt.Sprintf("admitted %v for %d requests; inbound saw %s; node-a serves %v twins; first request %.1f ms, second %.1f ms (client-timed, recorded only)",
+		after-before, perSourceN, toJSON(seen), twins, obs.Facts["first_request_ms"], obs.Facts["second_request_ms"])
+	return obs, c.Check()
+}
+
+func checkOnce(o redgreen.Observation) error {
+	adm, ok1 := o.Facts["admitted"].(float64)
+	seen, ok2 := o.Facts["inbound"].(map[string]int)
+	if !ok1 || !ok2 {
+		return errors.New("nothing observed")
+	}
+	if n := seen["HTTP/3.0 "+spiffeID("web")]; n != perSourceN {
+		return fmt.Errorf("cart's inbound saw %d of web's requests over HTTP/3.0, want %d (saw %s)", n, perSourceN, toJSON(seen))
+	}
+	if adm != 1 {
+		return fmt.Errorf("node-a's agent admitted %v twins for one new pair, want 1", adm)
+	}
+	return nil
+}
+
+// meshClient is a pod app's HTTP/1.1 client for the 18081 spelling: it
+// dials the ClusterIP on 18081, which the capture diverts to the pod's
+// outbound listener.
+func meshClient(p *node.Pod) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			ap, err := netip.ParseAddrPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			return transparent.DialTCP(ctx, p.NS.Path, ap, transparent.Options{})
+		},
+	}}
+}
+
+// sendFrom sends n requests to svc from each pod, tagged /<tag>/<pod>/<i>,
+// and fails unless every one answers 200.
+func sendFrom(ctx context.Context, c *node.Cluster, svc, tag string, n int, pods ...string) error {
+	vip, err := c.ServiceVIP(namespace, svc)
+	if err != nil {
+		return err
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for _, name := range pods {
+		p := c.Pod(namespace, name)
+		if p == nil {
+			return fmt.Errorf("no pod %s/%s", namespace, name)
+		}
+		client := meshClient(p)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				url := fmt.Sprintf("http://%s/%s/%s/%d", netip.AddrPortFrom(vip, constants.HTTPOutboundPort), tag, name, i)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if err == nil {
+					req.Host = xdsnames.Authority(svc, namespace, meshDomain)
+					var resp *http.Response
+					if resp, err = client.Do(req); err == nil {
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+						}
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("request %d from %s to %s: %w", i, name, svc, err)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return first
+}
+
+// appXFCC reads pod's app record: per peer URI in the XFCC, the requests
+// tagged tag.
+func appXFCC(c *node.Cluster, pod, svc, tag string) (map[string]int, error) {
+	recs, err := c.Records(namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	prefix := xdsnames.Authority(svc, namespace, meshDomain) + "/" + tag + "/"
+	for _, rec := range recs {
+		if rec.Event != "http" || !strings.HasPrefix(rec.Payload, prefix) {
+			continue
+		}
+		_, uri, found := strings.Cut(rec.XFCC, "URI=")
+		if !found {
+			uri = "(no XFCC)"
+		}
+		out[uri]++
+	}
+	return out, nil
+}
+
+// accessLine is the part of a proxy access log line the suite reads.
+type accessLine struct {
+	Authority string `json:"authority"`
+	Protocol  string `json:"protocol"`
+	Source    string `json:"source"`
+	Status    any    `json:"status"`
+}
+
+// accessLines reads node-b's proxy access log.
+func accessLines(r *rig, tr transport) ([]accessLine, error) {
+	path := filepath.Join(r.runRoot, string(tr), "access", "access-node-b.log")
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []accessLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l accessLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, l)
+	}
+	return out, sc.Err()
+}
+
+// inboundSeen counts node-b's access log lines for svc written since
+// before, by "<protocol> <peer>". The proxy writes a line once a request
+// is done, so it waits a little for the count to settle.
+func inboundSeen(r *rig, tr transport, svc string, before []accessLine) (map[string]int, error) {
+	var out map[string]int
+	last := -1
+	for range 20 {
+		lines, err := accessLines(r, tr)
+		if err != nil {
+			return nil, err
+		}
+		out = map[string]int{}
+		for _, l := range lines[len(before):] {
+			if strings.HasPrefix(l.Authority, xdsnames.Authority(svc, namespace, meshDomain)) {
+				out[l.Protocol+" "+l.Source]++
+			}
+		}
+		if len(lines) == last {
+			break
+		}
+		last = len(lines)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return out, nil
+}
+
+func agentCounter(ctx context.Context, c *node.Cluster, nodeName, family string) (float64, error) {
+	n := c.Node(nodeName)
+	body, err := n.Get(ctx, n.AgentMetrics, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	v, found := node.Metric(body, family, nil)
+	if !found {
+		return 0, fmt.Errorf("node %s's agent has no %s", nodeName, family)
+	}
+	return v, nil
+}
+
+func agentGauge(ctx context.Context, c *node.Cluster, nodeName, family string) (float64, error) {
+	return agentCounter(ctx, c, nodeName, family)
+}
+
+// waitListeners waits for the HTTP listeners, then for one request of
+// batch-0 to api to answer 200 (the warm-up's pair is not measured by any
+// case's admission count).
+func waitListeners(ctx context.Context, c *node.Cluster) error {
+	want := map[string][]string{
+		"node-a": {xdsnames.OutboundListener(namespace, "web-0"), xdsnames.OutboundListener(namespace, "batch-0")},
+		"node-b": {xdsnames.InboundListener(namespace, "api-0"), xdsnames.InboundListener(namespace, "cart-0")},
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		last = nil
+		for nodeName, ls := range want {
+			n := c.Node(nodeName)
+			body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")
+			for _, l := range ls {
+				if err == nil && !strings.Contains(body, `listener="`+l+`"`) {
+					err = fmt.Errorf("no listener %s on %s's proxy yet", l, nodeName)
+				}
+			}
+			if err != nil {
+				last = err
+			}
+		}
+		if last == nil {
+			if last = sendFrom(ctx, c, "api", "warmup", 1, "batch-0"); last == nil {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the east-west path did not come up in 60 s: %w", last)
+}
+
+func toJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -100,17 +100,21 @@ func (l *Log) Records() []slog.Record {
 	return slices.Clone(l.records)
 }
 
-// Attr is the value of the attribute key on r.
-func Attr(r slog.Record, key string) (slog.Value, bool) {
-	var v slog.Value
-	found := false
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v, found = a.Value, true
-		}
-		return !found
-	})
-	return v, found
+// Suppressed is each line's "suppressed" attribute, how many lines the
+// accept loop held back before it; -1 for a line without one.
+func (l *Log) Suppressed() []int64 {
+	var out []int64
+	for _, r := range l.Records() {
+		n := int64(-1)
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "suppressed" && a.Value.Kind() == slog.KindInt64 {
+				n = a.Value.Int64()
+			}
+			return n == -1
+		})
+		out = append(out, n)
+	}
+	return out
 }
 
 func (l *Log) Enabled(context.Context, slog.Level) bool { return true }

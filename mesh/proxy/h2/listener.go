@@ -10,7 +10,6 @@ package h2
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/internal/accept"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/mtls"
@@ -67,11 +67,7 @@ type Listener struct {
 	clusters Clusters
 	opts     Options
 	h2       *http2.Server
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	loop     *accept.Loop[net.Conn]
 }
 
 // Listen opens the listener's socket in its netns and starts serving.
@@ -88,11 +84,11 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout}, conns: map[net.Conn]struct{}{}}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout}}
 	l.cfg.Store(spec.HTTP)
-	o.Metrics.HTTPListener(spec.Name)
-	l.wg.Add(1)
-	go l.acceptLoop()
+	stats := o.Metrics.HTTPListener(spec.Name)
+	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: stats.AcceptErrors})
+	l.loop.Serve(l.handle)
 	return l
 }
 
@@ -107,58 +103,10 @@ func (l *Listener) Addr() netip.AddrPort { return l.ln.Addr().(*net.TCPAddr).Add
 func (l *Listener) Update(cfg *listener.HTTP) { l.cfg.Store(cfg) }
 
 // Close stops accepting and closes every connection.
-func (l *Listener) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	for c := range l.conns {
-		_ = c.Close()
-	}
-	l.mu.Unlock()
-	err := l.ln.Close()
-	l.wg.Wait()
-	return err
-}
+func (l *Listener) Close() error { return l.loop.Close() }
 
-func (l *Listener) track(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.conns[c] = struct{}{}
-	return true
-}
-
-func (l *Listener) untrack(c net.Conn) {
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
-}
-
-func (l *Listener) acceptLoop() {
-	defer l.wg.Done()
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			l.opts.Log.Warn("http accept failed", "listener", l.name, "err", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		l.wg.Add(1)
-		go l.handle(c)
-	}
-}
-
+// handle serves one accepted connection; the loop holds and closes it.
 func (l *Listener) handle(c net.Conn) {
-	defer l.wg.Done()
-	defer c.Close()
-	if !l.track(c) {
-		return
-	}
-	defer l.untrack(c)
 	cfg := l.cfg.Load()
 	if cfg.Chains[0].TLS == nil {
 		chain, _ := cfg.Select("")

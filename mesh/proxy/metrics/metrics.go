@@ -48,6 +48,7 @@ type Metrics struct {
 	tcpIdleTimeouts, tcpBytes            *prometheus.CounterVec
 	xdsUpdates                           *prometheus.CounterVec
 	httpRequests, httpRefused, httpConns *prometheus.CounterVec
+	httpAcceptErrors                     *prometheus.CounterVec
 
 	mu           sync.Mutex
 	udpListeners map[string]*UDPListener
@@ -93,6 +94,7 @@ func New() *Metrics {
 	m.tcpBytes = cv("aether_proxy_tcp_bytes_total", "Bytes proxied over TCP, by direction.", "listener", "direction")
 	m.httpRequests = cv("aether_proxy_http_requests_total", "HTTP requests answered by an HTTP listener, by routed cluster, status and response flags.", "listener", "cluster", "code", "flags")
 	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
+	m.httpAcceptErrors = cv("aether_proxy_http_accept_errors_total", "Failed accepts on an HTTP listener (each is followed by a backoff).", "listener")
 	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
 	m.bounds = newBounds(m.Registry)
@@ -194,12 +196,19 @@ const (
 	RefusedHandshake    = "handshake_failed"
 )
 
-// HTTPListener makes a listener's refusal series, each at zero, so a
-// scraper sees the listener before its first refusal.
-func (m *Metrics) HTTPListener(name string) {
+// HTTPListener is one HTTP listener's counters.
+type HTTPListener struct {
+	AcceptErrors prometheus.Counter
+}
+
+// HTTPListener returns the handles for an HTTP listener name, and makes
+// its refusal series, each at zero, so a scraper sees the listener before
+// its first refusal.
+func (m *Metrics) HTTPListener(name string) *HTTPListener {
 	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake} {
 		m.httpRefused.WithLabelValues(name, r)
 	}
+	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name)}
 }
 
 // HTTPRequest counts one answered request.

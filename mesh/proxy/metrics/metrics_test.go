@@ -14,6 +14,7 @@ func TestListenersRegisterOnlyTheirProtocol(t *testing.T) {
 	m := New()
 	m.UDPListener("udp-capture~default~client")
 	m.TCPListener("tcp-capture~default~client")
+	m.HTTPListener("http-inbound~default~server")
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestListenersRegisterOnlyTheirProtocol(t *testing.T) {
 			}
 		}
 	}
-	if seen["udp"] == 0 || seen["tcp"] == 0 {
+	if seen["udp"] == 0 || seen["tcp"] == 0 || seen["http"] == 0 {
 		t.Fatalf("series per protocol %v: a listener registered nothing, so nothing was checked", seen)
 	}
 }

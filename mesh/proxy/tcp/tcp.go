@@ -15,14 +15,13 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/internal/accept"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/transparent"
@@ -50,21 +49,19 @@ type Listener struct {
 	opts     Options
 	stats    *metrics.TCPListener
 	clock    clock
-	// done is closed by Close; it cuts an accept backoff short.
-	done chan struct{}
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	loop     *accept.Loop[*net.TCPConn]
 }
 
 // acceptor is the listening socket; tests inject failing ones.
 type acceptor interface {
-	AcceptTCP() (*net.TCPConn, error)
-	Close() error
+	accept.Listener[*net.TCPConn]
 	Addr() net.Addr
 }
+
+// tcpListener accepts *net.TCPConn, whose CloseWrite the half-close needs.
+type tcpListener struct{ *net.TCPListener }
+
+func (l tcpListener) Accept() (*net.TCPConn, error) { return l.AcceptTCP() }
 
 // Listen opens the listener's socket in its netns and starts accepting.
 func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error) {
@@ -72,7 +69,7 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	if err != nil {
 		return nil, err
 	}
-	return serve(spec, ln, clusters, o, realClock), nil
+	return serve(spec, tcpListener{ln}, clusters, o, realClock), nil
 }
 
 func serve(spec *listener.Spec, ln acceptor, clusters Clusters, o Options, clk clock) *Listener {
@@ -82,13 +79,10 @@ func serve(spec *listener.Spec, ln acceptor, clusters Clusters, o Options, clk c
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
-	l := &Listener{
-		name: spec.Name, ln: ln, clusters: clusters, opts: o, stats: o.Metrics.TCPListener(spec.Name),
-		clock: clk, done: make(chan struct{}), conns: map[net.Conn]struct{}{},
-	}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, stats: o.Metrics.TCPListener(spec.Name), clock: clk}
 	l.cfg.Store(spec.TCP)
-	l.wg.Add(1)
-	go l.acceptLoop()
+	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "tcp", Log: o.Log, Errors: l.stats.AcceptErrors})
+	l.loop.Serve(l.handle)
 	return l
 }
 
@@ -99,73 +93,10 @@ func (l *Listener) Name() string { return l.name }
 func (l *Listener) Update(cfg *listener.TCP) { l.cfg.Store(cfg) }
 
 // Close stops accepting and closes every proxied connection.
-func (l *Listener) Close() error {
-	l.mu.Lock()
-	if !l.closed {
-		l.closed = true
-		close(l.done)
-	}
-	for c := range l.conns {
-		_ = c.Close()
-	}
-	l.mu.Unlock()
-	err := l.ln.Close()
-	l.wg.Wait()
-	return err
-}
+func (l *Listener) Close() error { return l.loop.Close() }
 
-func (l *Listener) track(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.conns[c] = struct{}{}
-	return true
-}
-
-func (l *Listener) untrack(c net.Conn) {
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
-}
-
-// acceptLoop hands each accepted connection to handle. A failed accept is
-// retried after a backoff, as net/http's Server paces one: without it fd
-// exhaustion (EMFILE, ENFILE) turns into a busy loop and a log flood.
-func (l *Listener) acceptLoop() {
-	defer l.wg.Done()
-	var b backoff
-	lg := rateLog{every: acceptLogEvery}
-	for {
-		c, err := l.ln.AcceptTCP()
-		if err == nil {
-			b.reset()
-			l.wg.Add(1)
-			go l.handle(c)
-			continue
-		}
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		l.stats.AcceptErrors.Inc()
-		delay := b.next()
-		if ok, suppressed := lg.allow(l.clock.now()); ok {
-			l.opts.Log.Warn("tcp accept failed, backing off", "listener", l.name, "err", err, "backoff", delay, "suppressed", suppressed)
-		}
-		if !l.clock.sleep(delay, l.done) {
-			return
-		}
-	}
-}
-
+// handle proxies one accepted connection; the loop holds and closes it.
 func (l *Listener) handle(down *net.TCPConn) {
-	defer l.wg.Done()
-	defer down.Close()
-	if !l.track(down) {
-		return
-	}
-	defer l.untrack(down)
 	local := down.LocalAddr().(*net.TCPAddr).AddrPort()
 	chain, ok := l.cfg.Load().Select(local.Addr())
 	if !ok {
@@ -194,10 +125,10 @@ func (l *Listener) handle(down *net.TCPConn) {
 		return
 	}
 	defer up.Close()
-	if !l.track(up) {
+	if !l.loop.Track(up) {
 		return
 	}
-	defer l.untrack(up)
+	defer l.loop.Untrack(up)
 	cs.Sessions.Inc()
 	l.stats.Conn(chain.Cluster)
 	l.pipe(down, up, chain.IdleTimeout)

@@ -1,24 +1,23 @@
 package tcp
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
+	"github.com/aether-mesh/aether/mesh/proxy/internal/accept/accepttest"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 )
@@ -188,11 +187,7 @@ func waitTracked(t *testing.T, l *Listener, n int, what string) {
 	}
 }
 
-func tracked(l *Listener) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
+func tracked(l *Listener) int { return l.loop.Held() }
 
 // A chain whose cluster is not active closes the connection and counts it
 // as no_cluster, not as an upstream error.
@@ -212,124 +207,32 @@ func TestNoActiveClusterIsCountedAsSuch(t *testing.T) {
 	}
 }
 
-// scripted is a listening socket whose accepts follow a script, then block
-// until Close.
-type scripted struct {
-	steps  []func() (*net.TCPConn, error)
-	calls  atomic.Int64
-	spent  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (s *scripted) AcceptTCP() (*net.TCPConn, error) {
-	i := int(s.calls.Add(1)) - 1
-	if i < len(s.steps) {
-		return s.steps[i]()
-	}
-	if i == len(s.steps) {
-		close(s.spent)
-	}
-	<-s.closed
-	return nil, net.ErrClosed
-}
-
-func (s *scripted) Close() error { s.once.Do(func() { close(s.closed) }); return nil }
-func (s *scripted) Addr() net.Addr {
-	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(loopback, 18082))
-}
-func failing(errno syscall.Errno) func() (*net.TCPConn, error) {
-	return func() (*net.TCPConn, error) {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
-	}
-}
-
-// counting counts the records logged.
-type counting struct {
-	slog.Handler
-	n *atomic.Int64
-}
-
-func (h counting) Handle(ctx context.Context, r slog.Record) error {
-	h.n.Add(1)
-	return h.Handler.Handle(ctx, r)
-}
-
-// A failing accept backs off as net/http's Server does, 5ms doubling to 1s,
-// with exactly one accept per wait; a success resets the backoff; every
-// failure is counted and the log is rate-limited. Time is a fake clock:
-// the test counts waits instead of timing them.
-func TestAcceptBacksOff(t *testing.T) {
-	ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := func() (*net.TCPConn, error) {
-		c, err := net.DialTCP("tcp4", nil, ln.Addr().(*net.TCPAddr))
-		if err != nil {
-			return nil, err
+// A failing accept on a TCP listener is counted in its own family and
+// backs off (the accept package's tests hold the whole schedule), under
+// the bubble's fake time.
+func TestAcceptErrorsAreCountedAndBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acc := accepttest.New(
+			accepttest.Fail[*net.TCPConn](syscall.EMFILE),
+			accepttest.Fail[*net.TCPConn](syscall.EMFILE),
+			accepttest.Fail[*net.TCPConn](syscall.ENFILE),
+		)
+		var log accepttest.Log
+		m := metrics.New()
+		s := spec(time.Hour)
+		s.TCP = &listener.TCP{}
+		l := serve(s, acc, clusters{}, Options{Log: log.Logger(), Metrics: m}, realClock)
+		<-acc.Spent()
+		_ = l.Close()
+		ms := time.Millisecond
+		if gaps, want := acc.Gaps(), []time.Duration{5 * ms, 10 * ms, 20 * ms}; !slices.Equal(gaps, want) {
+			t.Errorf("waits between accepts %v, want %v", gaps, want)
 		}
-		t.Cleanup(func() { _ = c.Close() })
-		return ln.AcceptTCP()
-	}
-	const emfile, enfile = 40, 3
-	acc := &scripted{spent: make(chan struct{}), closed: make(chan struct{})}
-	for range emfile {
-		acc.steps = append(acc.steps, failing(syscall.EMFILE))
-	}
-	acc.steps = append(acc.steps, accepted)
-	for range enfile {
-		acc.steps = append(acc.steps, failing(syscall.ENFILE))
-	}
-
-	var mu sync.Mutex
-	var waits []time.Duration
-	var callsAtWait []int64
-	now := time.Unix(0, 0)
-	clk := clock{
-		afterFunc: realClock.afterFunc,
-		now:       func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
-		sleep: func(d time.Duration, _ <-chan struct{}) bool {
-			mu.Lock()
-			defer mu.Unlock()
-			waits = append(waits, d)
-			callsAtWait = append(callsAtWait, acc.calls.Load())
-			now = now.Add(d)
-			return true
-		},
-	}
-	logged := &atomic.Int64{}
-	m := metrics.New()
-	s := spec(time.Hour)
-	s.TCP = &listener.TCP{}
-	l := serve(s, acc, clusters{}, Options{Log: slog.New(counting{slog.NewTextHandler(io.Discard, nil), logged}), Metrics: m}, clk)
-	<-acc.spent
-	_ = l.Close()
-
-	ms := time.Millisecond
-	want := []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 320 * ms, 640 * ms}
-	for len(want) < emfile {
-		want = append(want, time.Second)
-	}
-	want = append(want, 5*ms, 10*ms, 20*ms)
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(waits, want) {
-		t.Fatalf("backoff waits %v, want %v", waits, want)
-	}
-	for i, calls := range callsAtWait {
-		// Wait i follows failure i; before the success there is one accept
-		// per failure, after it one more.
-		if wantCalls := int64(i + 1 + min(1, i/emfile)); calls != wantCalls {
-			t.Fatalf("wait %d came after %d accepts, want %d: accept is retried without waiting", i, calls, wantCalls)
+		if v := value(t, m, "aether_proxy_tcp_accept_errors_total"); v != 3 {
+			t.Errorf("accept errors counted %v, want 3", v)
 		}
-	}
-	if v := value(t, m, "aether_proxy_tcp_accept_errors_total"); v != emfile+enfile {
-		t.Errorf("accept errors counted %v, want %d", v, emfile+enfile)
-	}
-	elapsed := now.Sub(time.Unix(0, 0))
-	if n, most := logged.Load(), 1+int64(elapsed/acceptLogEvery); n < 2 || n > most {
-		t.Errorf("%d log lines for %d failures over %s, want between 2 and %d (one per %s)", n, emfile+enfile, elapsed, most, acceptLogEvery)
-	}
+		if n := len(log.Records()); n != 1 {
+			t.Errorf("%d log lines for 3 failures within 35ms, want 1", n)
+		}
+	})
 }

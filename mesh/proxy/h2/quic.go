@@ -33,7 +33,7 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 	if err != nil {
 		return nil, err
 	}
-	base := &Listener{name: spec.Name, clusters: clusters, opts: o, conns: nil}
+	base := &Listener{name: spec.Name, clusters: clusters, opts: o}
 	base.cfg.Store(spec.HTTP)
 	o.Metrics.HTTPListener(spec.Name)
 	q := &QUICListener{Listener: base, conn: conn}

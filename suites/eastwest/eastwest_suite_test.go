@@ -1,5 +1,6 @@
-// Package eastwest is east-west QUIC's e2e on the embedded netns cluster
-// (rigs/node, two nodes, fixtures/scenarios/eastwest.yaml): web-0 and
+// Package eastwest is east-west QUIC's e2e, by default on the embedded
+// netns cluster (rigs/node, two nodes, fixtures/scenarios/eastwest.yaml):
+// web-0 and
 // batch-0 on node-a call api and cart on node-b by authority on 18081.
 // Under --mesh-transport auto each request of a (source account,
 // destination) pair rides that pair's twin, fetched on demand from
@@ -8,7 +9,8 @@
 // request goes over HTTP/2. The witnesses are node-b's proxy access log
 // (the protocol and the peer's SPIFFE ID the inbound saw), the
 // destination app's own record of the XFCC, and node-a's agent counters;
-// never the client.
+// never the client. The cases are written against suites/cluster, so the
+// same suite runs on kind (AETHER_CLUSTER=kind, make e2e).
 package eastwest
 
 import (
@@ -27,6 +29,8 @@ import (
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/suites/cluster"
+	"github.com/aether-mesh/aether/suites/provider"
 )
 
 func TestEastWest(t *testing.T) {
@@ -44,6 +48,11 @@ const (
 	namespace   = "demo"
 )
 
+// TestMain brings up and tears down the cluster the suite runs on: nothing
+// on netns (each transport's cluster comes up on first use), a kind
+// cluster with the mesh installed when AETHER_CLUSTER=kind.
+func TestMain(m *testing.M) { provider.Main(m, "eastwest") }
+
 // transport is aether-agent's --mesh-transport.
 type transport string
 
@@ -52,18 +61,17 @@ const (
 	h2   transport = "h2"
 )
 
-// rig holds the binaries and one cluster per transport.
+// rig holds the provider and the cluster of the transport last asked for:
+// one at a time, since on kind every cluster takes the scenario's names
+// and ClusterIPs.
 type rig struct {
-	bin      node.Binaries
-	runRoot  string
-	clusters map[transport]*node.Cluster
+	provider  cluster.Provider
+	runRoot   string
+	transport transport
+	current   cluster.Cluster
 }
 
 func newRig() (*rig, error) {
-	root, err := node.ModuleRoot(".")
-	if err != nil {
-		return nil, err
-	}
 	runRoot := GinkgoT().TempDir()
 	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
 		runRoot = filepath.Join(dir, "eastwest-run")
@@ -71,51 +79,64 @@ func newRig() (*rig, error) {
 			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
 		}
 	}
+	p, err := provider.Get(func() (cluster.Provider, error) {
+		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
+			return nil, fmt.Errorf("skipped: %s", why)
+		}
+		return netnsProvider()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rig{provider: p, runRoot: runRoot}, nil
+}
+
+func netnsProvider() (cluster.Provider, error) {
+	root, err := node.ModuleRoot(".")
+	if err != nil {
+		return nil, err
+	}
 	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
 	if bin.Dir == "" {
 		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
 			return nil, fmt.Errorf("failed to build the binaries: %w", err)
 		}
 	}
-	return &rig{bin: bin, runRoot: runRoot, clusters: map[transport]*node.Cluster{}}, nil
+	return cluster.NetnsProvider{Bin: bin}, nil
 }
 
-// cluster brings up (once) the two-node cluster whose agents run with
-// --mesh-transport tr.
-func (r *rig) cluster(ctx context.Context, tr transport) (*node.Cluster, error) {
-	if c := r.clusters[tr]; c != nil {
-		return c, nil
+// cluster returns the two-node cluster whose agents run with
+// --mesh-transport tr, closing another transport's first.
+func (r *rig) cluster(ctx context.Context, tr transport) (cluster.Cluster, error) {
+	if r.current != nil && r.transport == tr {
+		return r.current, nil
 	}
-	dir := filepath.Join(r.runRoot, string(tr))
-	if err := os.MkdirAll(filepath.Join(dir, "access"), 0o755); err != nil {
+	if err := r.close(); err != nil {
 		return nil, err
 	}
-	c, err := node.Up(ctx, node.Config{
-		Scenario: scenario, Mode: constants.CaptureTProxy, Bin: r.bin, RunDir: dir,
-		AgentArgs: []string{"--trust-domain", trustDomain, "--mesh-domain", meshDomain,
-			"--ca-dir", filepath.Join(r.runRoot, "ca"), "--access-log-dir", filepath.Join(dir, "access"),
-			"--mesh-transport", string(tr)},
+	c, err := r.provider.Up(ctx, cluster.Config{
+		Scenario: scenario, Mode: constants.CaptureTProxy, RunDir: filepath.Join(r.runRoot, string(tr)),
+		MTLS: &cluster.MTLS{TrustDomain: trustDomain, MeshDomain: meshDomain, CADir: filepath.Join(r.runRoot, "ca"),
+			UpstreamCert: "per-source", MeshTransport: string(tr)},
 		Logf: func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to bring up the %s cluster: %w", tr, err)
+		return nil, fmt.Errorf("failed to bring up the %s cluster on %s: %w", tr, r.provider.Name(), err)
 	}
-	r.clusters[tr] = c
+	r.current, r.transport = c, tr
 	if err := waitListeners(ctx, c); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (r *rig) closeAll() error {
-	var first error
-	for tr, c := range r.clusters {
-		if err := c.Close(); err != nil && first == nil {
-			first = err
-		}
-		delete(r.clusters, tr)
+func (r *rig) close() error {
+	c := r.current
+	r.current, r.transport = nil, ""
+	if c == nil {
+		return nil
 	}
-	return first
+	return c.Close()
 }
 
 var _ = Describe("East-west QUIC: per-source twins over HTTP/3, fetched on demand", Ordered, func() {
@@ -127,13 +148,12 @@ var _ = Describe("East-west QUIC: per-source twins over HTTP/3, fetched on deman
 	BeforeAll(func(ctx SpecContext) {
 		suite := redgreen.Suite{Name: "eastwest", Subject: "eligible destinations reached over HTTP/3 through per-source twins fetched on demand"}
 		err := suite.Setup(func() (err error) {
-			if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
-				return fmt.Errorf("skipped: %s", why)
-			}
 			r, err = newRig()
 			return err
 		})
-		privileged.Require(GinkgoT())
+		if r == nil || r.provider.Name() == cluster.Netns {
+			privileged.Require(GinkgoT())
+		}
 		Expect(err).NotTo(HaveOccurred())
 
 		suite.Cases = cases(r)
@@ -146,8 +166,10 @@ var _ = Describe("East-west QUIC: per-source twins over HTTP/3, fetched on deman
 		if r == nil {
 			return
 		}
-		Expect(r.closeAll()).To(Succeed())
-		Expect(netns.LeakCheck()).To(Succeed())
+		Expect(r.close()).To(Succeed())
+		if r.provider.Name() == cluster.Netns {
+			Expect(netns.LeakCheck()).To(Succeed())
+		}
 	})
 
 	It("shows the control's signature and every subject green", func() {

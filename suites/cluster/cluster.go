@@ -71,6 +71,9 @@ type MTLS struct {
 	// QUIC wherever eligible) or h2. Empty is h2: the mTLS path's suites
 	// prove the HTTP/2 floor, and east-west QUIC asks for auto.
 	MeshTransport string
+	// ControlArgs are test-only aether-agent flags (--test-only-...) a
+	// suite's control runs the agents with; none for the mesh as shipped.
+	ControlArgs []string
 }
 
 // Transport is m's --mesh-transport, h2 when unset.

@@ -38,6 +38,7 @@ func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
 		nc.AgentArgs = []string{"--trust-domain", m.TrustDomain, "--mesh-domain", m.MeshDomain,
 			"--ca-dir", m.CADir, "--access-log-dir", access, "--upstream-cert", m.UpstreamCert,
 			"--mesh-transport", m.Transport()}
+		nc.AgentArgs = append(nc.AgentArgs, m.ControlArgs...)
 		if t := m.EchoTLS; t != nil {
 			nc.EchoTLS = fmt.Sprintf("%d,%s,%s,%s,%s", t.Port, t.Cert, t.Key, t.Bundle, m.TrustDomain)
 		}

@@ -25,6 +25,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
@@ -53,22 +54,55 @@ const (
 // cluster with the mesh installed when AETHER_CLUSTER=kind.
 func TestMain(m *testing.M) { provider.Main(m, "eastwest") }
 
-// transport is aether-agent's --mesh-transport.
-type transport string
+// variant is one way of running the agents: their --mesh-transport and
+// any test-only control flags. Each variant is its own cluster.
+type variant string
 
 const (
-	auto transport = "auto"
-	h2   transport = "h2"
+	// h2 is the HTTP/2 floor.
+	h2 variant = "h2"
+	// auto is the mesh as shipped.
+	auto variant = "auto"
+	// refusing is auto with one pair, web → cart, refused whatever the
+	// registry says: every routed pair is admissible in a consistent
+	// snapshot, so a refusable one is made by a test-only flag.
+	refusing variant = "refusing"
+	// controls is refusing with the two behaviours the mesh avoids: a
+	// refusal left unanswered (Envoy's LinearCache) and twins that share
+	// their base cluster's EDS name (#1008).
+	controls variant = "controls"
 )
 
-// rig holds the provider and the cluster of the transport last asked for:
+// refusedTwin is the pair the refusing and controls variants refuse.
+var refusedTwin = xdsnames.TwinCluster(xdsnames.Twin{Service: "cart", Namespace: namespace, SA: "web", SANamespace: namespace})
+
+// transport is the variant's --mesh-transport; controlArgs its test-only
+// agent flags.
+func (v variant) transport() string {
+	if v == h2 {
+		return "h2"
+	}
+	return "auto"
+}
+
+func (v variant) controlArgs() []string {
+	switch v {
+	case refusing:
+		return []string{"--test-only-refuse-twin=" + refusedTwin}
+	case controls:
+		return []string{"--test-only-refuse-twin=" + refusedTwin, "--test-only-unanswered-refusals", "--test-only-twin-shares-base-eds"}
+	}
+	return nil
+}
+
+// rig holds the provider and the cluster of the variant last asked for:
 // one at a time, since on kind every cluster takes the scenario's names
 // and ClusterIPs.
 type rig struct {
-	provider  cluster.Provider
-	runRoot   string
-	transport transport
-	current   cluster.Cluster
+	provider cluster.Provider
+	runRoot  string
+	variant  variant
+	current  cluster.Cluster
 }
 
 func newRig() (*rig, error) {
@@ -105,26 +139,26 @@ func netnsProvider() (cluster.Provider, error) {
 	return cluster.NetnsProvider{Bin: bin}, nil
 }
 
-// cluster returns the two-node cluster whose agents run with
-// --mesh-transport tr, closing another transport's first.
-func (r *rig) cluster(ctx context.Context, tr transport) (cluster.Cluster, error) {
-	if r.current != nil && r.transport == tr {
+// cluster returns the two-node cluster of variant v, closing another
+// variant's first.
+func (r *rig) cluster(ctx context.Context, v variant) (cluster.Cluster, error) {
+	if r.current != nil && r.variant == v {
 		return r.current, nil
 	}
 	if err := r.close(); err != nil {
 		return nil, err
 	}
 	c, err := r.provider.Up(ctx, cluster.Config{
-		Scenario: scenario, Mode: constants.CaptureTProxy, RunDir: filepath.Join(r.runRoot, string(tr)),
+		Scenario: scenario, Mode: constants.CaptureTProxy, RunDir: filepath.Join(r.runRoot, string(v)),
 		MTLS: &cluster.MTLS{TrustDomain: trustDomain, MeshDomain: meshDomain, CADir: filepath.Join(r.runRoot, "ca"),
-			UpstreamCert: "per-source", MeshTransport: string(tr)},
+			UpstreamCert: "per-source", MeshTransport: v.transport(), ControlArgs: v.controlArgs()},
 		Logf: func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to bring up the %s cluster on %s: %w", tr, r.provider.Name(), err)
+		return nil, fmt.Errorf("failed to bring up the %s cluster on %s: %w", v, r.provider.Name(), err)
 	}
-	r.current, r.transport = c, tr
-	if err := waitListeners(ctx, c); err != nil {
+	r.current, r.variant = c, v
+	if err := waitListeners(ctx, c, v == controls); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -132,7 +166,7 @@ func (r *rig) cluster(ctx context.Context, tr transport) (cluster.Cluster, error
 
 func (r *rig) close() error {
 	c := r.current
-	r.current, r.transport = nil, ""
+	r.current, r.variant = nil, ""
 	if c == nil {
 		return nil
 	}

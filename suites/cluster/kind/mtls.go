@@ -26,7 +26,7 @@ func mtlsValues(m *cluster.MTLS) (*manifests.MTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mTLS path: the CA the agents sign with: %w", err)
 	}
-	out := &manifests.MTLS{TrustDomain: m.TrustDomain, MeshDomain: m.MeshDomain, UpstreamCert: m.UpstreamCert, MeshTransport: m.Transport(), CA: string(ca)}
+	out := &manifests.MTLS{TrustDomain: m.TrustDomain, MeshDomain: m.MeshDomain, UpstreamCert: m.UpstreamCert, MeshTransport: m.Transport(), ControlArgs: m.ControlArgs, CA: string(ca)}
 	if t := m.EchoTLS; t != nil {
 		e := &manifests.EchoTLS{Port: t.Port}
 		for _, f := range []struct {

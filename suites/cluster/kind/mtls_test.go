@@ -87,9 +87,14 @@ func TestMTLSValuesCarryTheSuitesFiles(t *testing.T) {
 		t.Fatalf("the install with these values: %v", err)
 	}
 	// The mTLS suites leave the transport unset and get the HTTP/2 floor;
-	// the east-west suite asks for auto and its agents get auto.
+	// the east-west suite asks for auto and its agents get auto, and a
+	// control's test-only flags.
 	for transport, want := range map[string]string{"": "--mesh-transport=h2", "auto": "--mesh-transport=auto"} {
 		m.MeshTransport = transport
+		m.ControlArgs = nil
+		if transport == "auto" {
+			m.ControlArgs = []string{"--test-only-unanswered-refusals"}
+		}
 		v, err := mtlsValues(m)
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +103,11 @@ func TestMTLSValuesCarryTheSuitesFiles(t *testing.T) {
 		if err != nil || strings.Count(string(stream), "--mesh-transport=") != 1 || !strings.Contains(string(stream), want) {
 			t.Fatalf("MeshTransport %q: want %s once in the install: %v", transport, want, err)
 		}
+		if got := strings.Contains(string(stream), `- "--test-only-unanswered-refusals"`); got != (transport == "auto") {
+			t.Fatalf("MeshTransport %q: control flag in the install %v, want %v", transport, got, transport == "auto")
+		}
 	}
+	m.MeshTransport, m.ControlArgs = "", nil
 
 	m.CADir = filepath.Join(dir, "nowhere")
 	if _, err := mtlsValues(m); err == nil || !strings.Contains(err.Error(), "CA") {

@@ -214,4 +214,17 @@ var _ = Describe("East-west QUIC: per-source twins over HTTP/3, fetched on deman
 		}
 		Expect(result.Err()).NotTo(HaveOccurred())
 	})
+
+	// A control broken on purpose: #1008's control run on the mesh as
+	// shipped, for batch's twin of cart (a pair the auto cluster has not
+	// dialled), shows no stall, and the suite must call the rig broken.
+	It("calls the rig broken when #1008's control is given twins with their own EDS names", func(ctx SpecContext) {
+		c := onDemandCases(r)[2]
+		Expect(c.Name).To(Equal("twin-shares-base-eds-stalls"))
+		c.Run = func(ctx context.Context) (redgreen.Observation, error) { return onDemand(ctx, r, auto, "batch-0") }
+		broken := redgreen.Run(ctx, redgreen.Suite{Name: "eastwest", Subject: result.Subject, Cases: []redgreen.Case{c}})
+		GinkgoWriter.Println(broken.Table())
+		Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), broken.Reason)
+		Expect(broken.Cases[0].Reason).To(ContainSubstring("want 503 NC"))
+	}, NodeTimeout(5*time.Minute))
 })

@@ -232,9 +232,9 @@ func plaintext(ctx context.Context, c cluster.Cluster, p cluster.Pod, dst netip.
 // crossNode sends perSourceN requests from web-0 and batch-0 to svc and
 // reads what node-b's inbound and the app saw, and node-a's admissions
 // meanwhile.
-func crossNode(ctx context.Context, r *rig, tr variant, svc string) (redgreen.Observation, error) {
+func crossNode(ctx context.Context, r *rig, v variant, svc string) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witness, Facts: map[string]any{}}
-	c, err := r.cluster(ctx, tr)
+	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
 	}
@@ -246,7 +246,7 @@ func crossNode(ctx context.Context, r *rig, tr variant, svc string) (redgreen.Ob
 	if err != nil {
 		return obs, err
 	}
-	tag := "cross-" + string(tr)
+	tag := "cross-" + string(v)
 	if err := sendFrom(ctx, c, svc, tag, perSourceN, "web-0", "batch-0"); err != nil {
 		return obs, err
 	}

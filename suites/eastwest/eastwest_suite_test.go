@@ -1,16 +1,19 @@
 // Package eastwest is east-west QUIC's e2e, by default on the embedded
 // netns cluster (rigs/node, two nodes, fixtures/scenarios/eastwest.yaml):
-// web-0 and
-// batch-0 on node-a call api and cart on node-b by authority on 18081.
-// Under --mesh-transport auto each request of a (source account,
+// web-0 and batch-0 on node-a call api and cart on node-b by authority on
+// 18081. Under --mesh-transport auto each request of a (source account,
 // destination) pair rides that pair's twin, fetched on demand from
 // node-a's agent, over HTTP/3 to the destination pod's QUIC inbound on UDP
 // 18008. The control is the same cluster with --mesh-transport h2: every
-// request goes over HTTP/2. The witnesses are node-b's proxy access log
-// (the protocol and the peer's SPIFFE ID the inbound saw), the
-// destination app's own record of the XFCC, and node-a's agent counters;
-// never the client. The cases are written against suites/cluster, so the
-// same suite runs on kind (AETHER_CLUSTER=kind, make e2e).
+// request goes over HTTP/2. A refused pair fails at once with 503 NC, and
+// a twin added after its base cluster warms at once; their controls run
+// the agents with test-only flags (a refusal left unanswered, twins that
+// share their base's EDS name) and wait out the on-demand timeout. The
+// witnesses are the proxies' access logs (protocol, peer SPIFFE ID,
+// status, response flags, duration), the destination app's own record of
+// the XFCC, and node-a's agent counters; never the client. The cases are
+// written against suites/cluster, so the same suite runs on kind
+// (AETHER_CLUSTER=kind, make e2e).
 package eastwest
 
 import (
@@ -50,7 +53,7 @@ const (
 )
 
 // TestMain brings up and tears down the cluster the suite runs on: nothing
-// on netns (each transport's cluster comes up on first use), a kind
+// on netns (each variant's cluster comes up on first use), a kind
 // cluster with the mesh installed when AETHER_CLUSTER=kind.
 func TestMain(m *testing.M) { provider.Main(m, "eastwest") }
 

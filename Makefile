@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 25m
 SUITES_ONLY ?= udproute,mtls,eastwest
 # The suites `make e2e` runs on kind (packages under suites/ whose TestMain
 # is suites/provider.Main), each of which must write a result.
-E2E_SUITES ?= udproute,mtls
+E2E_SUITES ?= udproute,mtls,eastwest
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.

@@ -52,6 +52,27 @@ type Options struct {
 	// so that HTTP.Identities holds their SVIDs (the embedded CA's
 	// rotator). A Workload API source that already serves them needs none.
 	Issuer Issuer
+	// Controls are test-only behaviours a suite's controls need; the
+	// zero value is the agent as shipped.
+	Controls Controls
+}
+
+// Controls are behaviours the agent has only for tests: each breaks
+// something on purpose, so that a suite's control shows what the mesh
+// would do without it. None is for production.
+type Controls struct {
+	// RefuseTwin refuses on-demand twin name (reason test-only-refused)
+	// whatever the registry says: a refusable pair in a consistent
+	// snapshot, where every routed pair is otherwise admissible.
+	RefuseTwin string
+	// UnansweredRefusals leaves a refused name unanswered, as Envoy's
+	// LinearCache does, instead of stating it absent in removed_resources:
+	// the proxy then waits out its on-demand timeout.
+	UnansweredRefusals bool
+	// TwinSharesBaseEDS gives each twin its base h2 cluster's EDS name
+	// instead of its own (#1008): a twin added after the base was
+	// subscribed gets no EDS response and never warms.
+	TwinSharesBaseEDS bool
 }
 
 // Issuer keeps an SVID current in the identity source for each account it
@@ -316,7 +337,7 @@ func (a *Agent) Apply(st *registry.State) error {
 	}
 	// A full publish sends what the cache holds against out, so the
 	// twins must be in out, or it would drop them.
-	twins, err := a.pairs.overlay(out, st, a.opts.Node, a.opts.HTTP, a.twins)
+	twins, err := a.pairs.overlay(out, st, a.opts.Node, a.opts.HTTP, a.opts.Controls, a.twins)
 	if err != nil {
 		a.resync = true
 		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})

@@ -39,7 +39,7 @@ type onDemandCDS struct {
 
 func (o *onDemandCDS) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, value chan cache.DeltaResponse) (func(), error) {
 	if req.GetTypeUrl() == resource.ClusterType && len(req.GetResourceNamesSubscribe()) > 0 {
-		if refused := o.a.admit(req.GetResourceNamesSubscribe()); len(refused) > 0 {
+		if refused := o.a.admit(req.GetResourceNamesSubscribe()); len(refused) > 0 && !o.a.opts.Controls.UnansweredRefusals {
 			// The cache never answers a name it never held, and the
 			// proxy's on_demand filter would wait out its timeout: a
 			// refused name is stated absent at once. The stream's
@@ -108,7 +108,7 @@ func (a *Agent) admitTwin(name string) string {
 	if a.opts.Transport == TransportH2 {
 		return RefusedTransportH2
 	}
-	tw, reason, err := twinFor(a.state, a.opts.Node, a.opts.HTTP, t)
+	tw, reason, err := twinFor(a.state, a.opts.Node, a.opts.HTTP, a.opts.Controls, t)
 	if err != nil {
 		a.log.Error("failed to build a twin", "cluster", name, "err", err)
 		return RefusedPublish

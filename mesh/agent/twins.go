@@ -28,10 +28,12 @@ const (
 	RefusedNotHTTP            = "not-http"
 	RefusedNotIdentityReady   = "not-identity-ready"
 	RefusedPublish            = "publish-failed"
+	// RefusedTestOnly is Controls.RefuseTwin's refusal.
+	RefusedTestOnly = "test-only-refused"
 )
 
 var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, RefusedNotDependency,
-	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedPublish}
+	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedPublish, RefusedTestOnly}
 
 // twinRefusal says why st gives node no twin for t, or "" when it does. A
 // twin is demand-scoped: it exists only for a pair that dialled, and only
@@ -64,7 +66,10 @@ func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
 // the base cluster's (#1008). On the mTLS path (http set) the cluster
 // carries the QUIC upstream transport and HTTP/3; without it, it is a
 // bare EDS cluster, which is all the on-demand machinery needs.
-func twinFor(st *registry.State, node string, http *HTTPPath, t xdsnames.Twin) (servedTwin, string, error) {
+func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xdsnames.Twin) (servedTwin, string, error) {
+	if name := xdsnames.TwinCluster(t); ctl.RefuseTwin != "" && name == ctl.RefuseTwin {
+		return servedTwin{}, RefusedTestOnly, nil
+	}
 	if reason := twinRefusal(st, node, t); reason != "" {
 		return servedTwin{}, reason, nil
 	}
@@ -83,6 +88,10 @@ func twinFor(st *registry.State, node string, http *HTTPPath, t xdsnames.Twin) (
 			ConnectTimeout:       edsTimeout,
 			EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{ServiceName: name, EdsConfig: edsAdsSource},
 		}
+	}
+	if ctl.TwinSharesBaseEDS {
+		c = proto.Clone(c).(*cluster.Cluster)
+		c.EdsClusterConfig.ServiceName = xdsnames.H2Cluster(t.Service, t.Namespace)
 	}
 	loc := &endpoint.LocalityLbEndpoints{}
 	for _, ep := range st.ReadyEndpoints(registry.Key{Namespace: t.Namespace, Name: t.Service}) {
@@ -115,13 +124,13 @@ type servedTwin [2]types.Resource
 // whose messages moved is updated, one no longer admissible removed. It
 // returns the twins out serves. out's lists and maps belong to the builder,
 // so they are copied, never appended to in place.
-func (ps pairs) overlay(out *Output, st *registry.State, node string, http *HTTPPath, served map[string]servedTwin) (map[string]servedTwin, error) {
+func (ps pairs) overlay(out *Output, st *registry.State, node string, http *HTTPPath, ctl Controls, served map[string]servedTwin) (map[string]servedTwin, error) {
 	if len(ps) == 0 && len(served) == 0 {
 		return served, nil
 	}
 	next := make(map[string]servedTwin, len(ps))
 	for t := range ps {
-		tw, reason, err := twinFor(st, node, http, t)
+		tw, reason, err := twinFor(st, node, http, ctl, t)
 		if err != nil {
 			return nil, err
 		}

@@ -67,6 +67,21 @@ type MTLS struct {
 	UpstreamCert string
 	// EchoTLS, when set, is every pod app's own mTLS port.
 	EchoTLS *EchoTLS
+	// MeshTransport is the agents' --mesh-transport: auto (east-west
+	// QUIC wherever eligible) or h2. Empty is h2: the mTLS path's suites
+	// prove the HTTP/2 floor, and east-west QUIC asks for auto.
+	MeshTransport string
+	// ControlArgs are test-only aether-agent flags (--test-only-...) a
+	// suite's control runs the agents with; none for the mesh as shipped.
+	ControlArgs []string
+}
+
+// Transport is m's --mesh-transport, h2 when unset.
+func (m *MTLS) Transport() string {
+	if m.MeshTransport == "" {
+		return "h2"
+	}
+	return m.MeshTransport
 }
 
 // EchoTLS is the HTTP echo's own mTLS port and its PEM files: the app's
@@ -112,6 +127,9 @@ type Cluster interface {
 	// Metrics is the Prometheus text of the agent's or the proxy's
 	// /metrics on scenario node node.
 	Metrics(ctx context.Context, node string, of Component) (string, error)
+	// AccessLog is the JSON access log (one line per request) the proxy
+	// on scenario node node has written; empty before its first request.
+	AccessLog(ctx context.Context, node string) ([]byte, error)
 	// ProxyCPU is the CPU time (user + system) node's proxy has used.
 	ProxyCPU(ctx context.Context, node string) (time.Duration, error)
 	// Check reports any mesh or backend process that has died.

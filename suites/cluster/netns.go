@@ -37,9 +37,8 @@ func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
 		}
 		nc.AgentArgs = []string{"--trust-domain", m.TrustDomain, "--mesh-domain", m.MeshDomain,
 			"--ca-dir", m.CADir, "--access-log-dir", access, "--upstream-cert", m.UpstreamCert,
-			// The mTLS path's suites prove the HTTP/2 floor; east-west
-			// QUIC (aether-agent's default) has its own suite.
-			"--mesh-transport", "h2"}
+			"--mesh-transport", m.Transport()}
+		nc.AgentArgs = append(nc.AgentArgs, m.ControlArgs...)
 		if t := m.EchoTLS; t != nil {
 			nc.EchoTLS = fmt.Sprintf("%d,%s,%s,%s,%s", t.Port, t.Cert, t.Key, t.Bundle, m.TrustDomain)
 		}
@@ -48,13 +47,14 @@ func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &netnsCluster{c: c}, nil
+	return &netnsCluster{c: c, runDir: cfg.RunDir}, nil
 }
 
 // netnsCluster adapts rigs/node's cluster: pods are namespaces, a client
 // socket is made inside one by setns, records are files.
 type netnsCluster struct {
-	c *node.Cluster
+	c      *node.Cluster
+	runDir string
 }
 
 func (n *netnsCluster) Pods() []Pod {
@@ -113,6 +113,22 @@ func (n *netnsCluster) Metrics(ctx context.Context, name string, of Component) (
 		return nd.Get(ctx, nd.ProxyMetrics, "/metrics")
 	}
 	return "", fmt.Errorf("no component %q on node %s (want %q or %q)", of, name, Agent, Proxy)
+}
+
+// AccessLog reads the file the agents' --access-log-dir names for node's
+// proxy (Up puts it under RunDir when the mTLS path is on).
+func (n *netnsCluster) AccessLog(_ context.Context, name string) ([]byte, error) {
+	if n.c.Node(name) == nil {
+		return nil, fmt.Errorf("no node %s in the cluster", name)
+	}
+	b, err := os.ReadFile(filepath.Join(n.runDir, "access", "access-"+name+".log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("access log of node %s's proxy: %w", name, err)
+	}
+	return b, nil
 }
 
 func (n *netnsCluster) ProxyCPU(_ context.Context, name string) (time.Duration, error) {

@@ -61,6 +61,9 @@ func run() error {
 		transport    = flag.String("mesh-transport", string(agent.TransportAuto), "auto: HTTP/3 over per-source QUIC twins wherever eligible; h2: the HTTP/2 floor everywhere")
 		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
 		verbose      = flag.Bool("v", false, "debug logging")
+		refuseTwin   = flag.String("test-only-refuse-twin", "", "TEST ONLY: refuse this on-demand twin name whatever the registry says (a suite's refused pair)")
+		unanswered   = flag.Bool("test-only-unanswered-refusals", false, "TEST ONLY: leave refused on-demand names unanswered, as Envoy's LinearCache does (the proxy waits out its timeout)")
+		sharedEDS    = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
 		listen       listFlag
 		mt           mtlsFlags
 	)
@@ -105,7 +108,8 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg}
+	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg,
+		Controls: agent.Controls{RefuseTwin: *refuseTwin, UnansweredRefusals: *unanswered, TwinSharesBaseEDS: *sharedEDS}}
 	rotated, err := mt.apply(&opts)
 	if err != nil {
 		return err
@@ -114,6 +118,9 @@ func run() error {
 		// East-west QUIC rides the mTLS path; --mesh-transport h2 turns
 		// it off again (agent.New).
 		opts.HTTP.EastWest = true
+	}
+	if opts.Controls != (agent.Controls{}) {
+		logger.Warn("test-only controls are on: this agent breaks the mesh on purpose", "controls", fmt.Sprintf("%+v", opts.Controls))
 	}
 	a, err := agent.New(opts)
 	if err != nil {

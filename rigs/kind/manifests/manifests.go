@@ -60,6 +60,10 @@ type MTLS struct {
 	TrustDomain, MeshDomain string
 	// UpstreamCert is the agents' --upstream-cert.
 	UpstreamCert string
+	// MeshTransport is the agents' --mesh-transport, h2 when empty.
+	MeshTransport string
+	// ControlArgs are test-only agent flags a suite's control needs.
+	ControlArgs []string
 	// CA is the CA file (identity.CAFile: the root and its key, PEM) every
 	// agent signs with, handed to them as a Secret.
 	CA string

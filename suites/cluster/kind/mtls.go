@@ -26,7 +26,7 @@ func mtlsValues(m *cluster.MTLS) (*manifests.MTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mTLS path: the CA the agents sign with: %w", err)
 	}
-	out := &manifests.MTLS{TrustDomain: m.TrustDomain, MeshDomain: m.MeshDomain, UpstreamCert: m.UpstreamCert, CA: string(ca)}
+	out := &manifests.MTLS{TrustDomain: m.TrustDomain, MeshDomain: m.MeshDomain, UpstreamCert: m.UpstreamCert, MeshTransport: m.Transport(), ControlArgs: m.ControlArgs, CA: string(ca)}
 	if t := m.EchoTLS; t != nil {
 		e := &manifests.EchoTLS{Port: t.Port}
 		for _, f := range []struct {
@@ -90,6 +90,34 @@ func oneProxyCPU(stats []byte, kindNode string) (time.Duration, error) {
 		return 0, fmt.Errorf("the proxy's CPU time on %s: %w", kindNode, err)
 	}
 	return d, nil
+}
+
+// AccessLog reads the proxy's access log on the kind node the scenario
+// node maps to: the agents' --access-log-dir is a hostPath there, and the
+// proxy names its file for its --node, the kind node.
+func (c *kindCluster) AccessLog(ctx context.Context, scNode string) ([]byte, error) {
+	kn, ok := c.nodes[scNode]
+	if !ok {
+		return nil, fmt.Errorf("no node %s in the scenario", scNode)
+	}
+	n, ok := c.kindNodes[kn]
+	if !ok {
+		return nil, fmt.Errorf("no kind node %s", kn)
+	}
+	var out bytes.Buffer
+	cmd := n.CommandContext(ctx, "sh", "-c", catIfPresent, "sh", accessLogPath(kn))
+	if err := cmd.SetStdout(&out).Run(); err != nil {
+		return nil, fmt.Errorf("reading the proxy's access log on %s: %w", kn, errorWithOutput(err))
+	}
+	return out.Bytes(), nil
+}
+
+// catIfPresent prints the file named by its argument, nothing when the
+// proxy has not written it yet.
+const catIfPresent = `[ ! -e "$1" ] || cat "$1"`
+
+func accessLogPath(kindNode string) string {
+	return manifests.AccessLogDir + "/access-" + kindNode + ".log"
 }
 
 // errorWithOutput adds a failed node command's output to its error.

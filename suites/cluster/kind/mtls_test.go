@@ -2,6 +2,7 @@ package kind
 
 import (
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,6 +86,28 @@ func TestMTLSValuesCarryTheSuitesFiles(t *testing.T) {
 	if err != nil || !strings.Contains(string(stream), "aether-ca") {
 		t.Fatalf("the install with these values: %v", err)
 	}
+	// The mTLS suites leave the transport unset and get the HTTP/2 floor;
+	// the east-west suite asks for auto and its agents get auto, and a
+	// control's test-only flags.
+	for transport, want := range map[string]string{"": "--mesh-transport=h2", "auto": "--mesh-transport=auto"} {
+		m.MeshTransport = transport
+		m.ControlArgs = nil
+		if transport == "auto" {
+			m.ControlArgs = []string{"--test-only-unanswered-refusals"}
+		}
+		v, err := mtlsValues(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream, err := manifests.Mesh(withMTLS(values(constants.CaptureTProxy), v))
+		if err != nil || strings.Count(string(stream), "--mesh-transport=") != 1 || !strings.Contains(string(stream), want) {
+			t.Fatalf("MeshTransport %q: want %s once in the install: %v", transport, want, err)
+		}
+		if got := strings.Contains(string(stream), `- "--test-only-unanswered-refusals"`); got != (transport == "auto") {
+			t.Fatalf("MeshTransport %q: control flag in the install %v, want %v", transport, got, transport == "auto")
+		}
+	}
+	m.MeshTransport, m.ControlArgs = "", nil
 
 	m.CADir = filepath.Join(dir, "nowhere")
 	if _, err := mtlsValues(m); err == nil || !strings.Contains(err.Error(), "CA") {
@@ -107,5 +130,30 @@ func TestOneProxyCPU(t *testing.T) {
 		if _, err := oneProxyCPU([]byte(stats), "w1"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", stats, err, want)
 		}
+	}
+}
+
+// The node command that reads the access log: nothing before the proxy's
+// first request, the file after; the path is the kind node's own.
+func TestAccessLogCommand(t *testing.T) {
+	if got := accessLogPath("aether-worker2"); got != "/var/log/aether/access-aether-worker2.log" {
+		t.Fatalf("path %s", got)
+	}
+	path := filepath.Join(t.TempDir(), "access-w1.log")
+	read := func() string {
+		out, err := osexec.Command("sh", "-c", catIfPresent, "sh", path).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return string(out)
+	}
+	if got := read(); got != "" {
+		t.Fatalf("no log yet: %q", got)
+	}
+	if err := os.WriteFile(path, []byte(`{"protocol":"HTTP/3.0"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != `{"protocol":"HTTP/3.0"}`+"\n" {
+		t.Fatalf("the log: %q", got)
 	}
 }

@@ -220,12 +220,11 @@ func up(args []string) error {
 	// The mTLS HTTP/2 path is on in every mesh: a scenario's appProtocol
 	// http ports get it, with the agents' shared CA and the proxies'
 	// access logs in the run dir.
-	access := filepath.Join(runDir, "access")
+	access := filepath.Join(runDir, accessDir)
 	if err := os.MkdirAll(access, 0o755); err != nil {
 		return fmt.Errorf("failed to create access log dir %q: %w", access, err)
 	}
-	agentArgs := []string{"--trust-domain", TrustDomain, "--mesh-domain", MeshDomain,
-		"--ca-dir", filepath.Join(runDir, "ca"), "--access-log-dir", access}
+	agentArgs := meshArgs(runDir)
 	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir, AgentArgs: agentArgs,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
@@ -435,8 +434,21 @@ func stopCluster(w io.Writer, s *State, grace time.Duration, purge bool) error {
 	return purgeRunDir(w, s.RunDir)
 }
 
+// The run dir's subdirectories for the mTLS path: the agents' shared CA
+// and the proxies' access logs.
+const (
+	caDir     = "ca"
+	accessDir = "access"
+)
+
+// meshArgs are the agents' mTLS flags for a cluster in runDir.
+func meshArgs(runDir string) []string {
+	return []string{"--trust-domain", TrustDomain, "--mesh-domain", MeshDomain,
+		"--ca-dir", filepath.Join(runDir, caDir), "--access-log-dir", filepath.Join(runDir, accessDir)}
+}
+
 // runDirEntries are the names "up" writes in a run dir.
-var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes"}
+var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes", caDir, accessDir}
 
 // purgeRunDir removes a run dir, but only one that holds nothing except
 // what "up" writes there: --run-dir may name any directory, and a typo

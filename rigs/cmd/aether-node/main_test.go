@@ -231,12 +231,20 @@ func TestDownWithNothingUpSucceeds(t *testing.T) {
 }
 
 // down --purge removes the run dir after the teardown, and only a dir that
-// holds nothing but what up writes.
+// holds nothing but what up writes: its logs and records, and the CA and
+// access log dirs it gives the agents.
 func TestDownPurgeRemovesTheRunDir(t *testing.T) {
 	privileged.Require(t)
 	runDir := filepath.Join(t.TempDir(), "run")
-	for _, d := range []string{"logs", "records"} {
-		if err := os.MkdirAll(filepath.Join(runDir, d), 0o755); err != nil {
+	dirs := []string{filepath.Join(runDir, "logs"), filepath.Join(runDir, "records")}
+	args := meshArgs(runDir)
+	for i, a := range args {
+		if a == "--ca-dir" || a == "--access-log-dir" {
+			dirs = append(dirs, args[i+1])
+		}
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -40,26 +40,35 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch os.Args[1] {
-	case "up":
-		err = up(os.Args[2:])
-	case "down":
-		err = down(os.Stdout, os.Args[2:])
-	case "status":
-		err = status(os.Args[2:])
-	case "backend":
-		err = backend(os.Args[2:])
-	default:
+	err := run(os.Args[1:])
+	if errors.Is(err, errUsage) {
+		fmt.Fprintln(os.Stderr, "aether-node:", err)
 		usage()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aether-node:", err)
 		os.Exit(1)
 	}
+}
+
+// errUsage marks a command line that names no command aether-node has.
+var errUsage = errors.New("see usage")
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("no command given: %w", errUsage)
+	}
+	switch args[0] {
+	case "up":
+		return up(args[1:])
+	case "down":
+		return down(os.Stdout, args[1:])
+	case "status":
+		return status(args[1:])
+	case "backend":
+		return backend(args[1:])
+	}
+	return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 }
 
 func usage() {

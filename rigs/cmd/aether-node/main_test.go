@@ -275,3 +275,14 @@ func TestDownPurgeRemovesTheRunDir(t *testing.T) {
 		t.Fatalf("down --purge removed a file it does not own: %v", err)
 	}
 }
+
+// A misspelt command is named, not answered with the usage line alone.
+func TestRunNamesAnUnknownCommand(t *testing.T) {
+	err := run([]string{"upp", "fixtures/scenarios/mtls.yaml"})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `unknown command "upp"`) {
+		t.Fatalf("run(upp) = %v, want a usage error naming \"upp\"", err)
+	}
+	if err := run(nil); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "no command") {
+		t.Fatalf("run() = %v, want a usage error saying no command was given", err)
+	}
+}

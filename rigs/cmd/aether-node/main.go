@@ -479,7 +479,7 @@ func purgeRunDir(w io.Writer, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("failed to purge run dir %s: %w", dir, err)
 	}
-	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file)\n", dir)
+	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file, CA, access logs)\n", dir)
 	return nil
 }
 

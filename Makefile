@@ -52,9 +52,12 @@ test: vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The gate and the grader are built, not `go run`: go run adds its own
-# "exit status 1" to a failing verdict. The suites' output goes to a log
+# "exit status 1" to a failing verdict. A SOAK that names no file is refused
+# before the suites run, not after. The suites' output goes to a log
 # file, so ginkgo is told not to colour it.
 gate:
+	@if [ -n "$(SOAK)" ] && [ ! -f "$(SOAK)" ]; then \
+		echo "make gate: SOAK=$(SOAK): no such manifest; nothing was run"; exit 2; fi
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
 	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./soak/cmd/aether-soak
 	@GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \

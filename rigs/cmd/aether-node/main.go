@@ -40,26 +40,35 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch os.Args[1] {
-	case "up":
-		err = up(os.Args[2:])
-	case "down":
-		err = down(os.Stdout, os.Args[2:])
-	case "status":
-		err = status(os.Args[2:])
-	case "backend":
-		err = backend(os.Args[2:])
-	default:
+	err := run(os.Args[1:])
+	if errors.Is(err, errUsage) {
+		fmt.Fprintln(os.Stderr, "aether-node:", err)
 		usage()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aether-node:", err)
 		os.Exit(1)
 	}
+}
+
+// errUsage marks a command line that names no command aether-node has.
+var errUsage = errors.New("see usage")
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("no command given: %w", errUsage)
+	}
+	switch args[0] {
+	case "up":
+		return up(args[1:])
+	case "down":
+		return down(os.Stdout, args[1:])
+	case "status":
+		return status(args[1:])
+	case "backend":
+		return backend(args[1:])
+	}
+	return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 }
 
 func usage() {
@@ -220,12 +229,11 @@ func up(args []string) error {
 	// The mTLS HTTP/2 path is on in every mesh: a scenario's appProtocol
 	// http ports get it, with the agents' shared CA and the proxies'
 	// access logs in the run dir.
-	access := filepath.Join(runDir, "access")
+	access := filepath.Join(runDir, accessDir)
 	if err := os.MkdirAll(access, 0o755); err != nil {
 		return fmt.Errorf("failed to create access log dir %q: %w", access, err)
 	}
-	agentArgs := []string{"--trust-domain", TrustDomain, "--mesh-domain", MeshDomain,
-		"--ca-dir", filepath.Join(runDir, "ca"), "--access-log-dir", access}
+	agentArgs := meshArgs(runDir)
 	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir, AgentArgs: agentArgs,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 	if err != nil {
@@ -435,8 +443,21 @@ func stopCluster(w io.Writer, s *State, grace time.Duration, purge bool) error {
 	return purgeRunDir(w, s.RunDir)
 }
 
+// The run dir's subdirectories for the mTLS path: the agents' shared CA
+// and the proxies' access logs.
+const (
+	caDir     = "ca"
+	accessDir = "access"
+)
+
+// meshArgs are the agents' mTLS flags for a cluster in runDir.
+func meshArgs(runDir string) []string {
+	return []string{"--trust-domain", TrustDomain, "--mesh-domain", MeshDomain,
+		"--ca-dir", filepath.Join(runDir, caDir), "--access-log-dir", filepath.Join(runDir, accessDir)}
+}
+
 // runDirEntries are the names "up" writes in a run dir.
-var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes"}
+var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes", caDir, accessDir}
 
 // purgeRunDir removes a run dir, but only one that holds nothing except
 // what "up" writes there: --run-dir may name any directory, and a typo
@@ -458,7 +479,7 @@ func purgeRunDir(w io.Writer, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("failed to purge run dir %s: %w", dir, err)
 	}
-	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file)\n", dir)
+	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file, CA, access logs)\n", dir)
 	return nil
 }
 

@@ -231,12 +231,20 @@ func TestDownWithNothingUpSucceeds(t *testing.T) {
 }
 
 // down --purge removes the run dir after the teardown, and only a dir that
-// holds nothing but what up writes.
+// holds nothing but what up writes: its logs and records, and the CA and
+// access log dirs it gives the agents.
 func TestDownPurgeRemovesTheRunDir(t *testing.T) {
 	privileged.Require(t)
 	runDir := filepath.Join(t.TempDir(), "run")
-	for _, d := range []string{"logs", "records"} {
-		if err := os.MkdirAll(filepath.Join(runDir, d), 0o755); err != nil {
+	dirs := []string{filepath.Join(runDir, "logs"), filepath.Join(runDir, "records")}
+	args := meshArgs(runDir)
+	for i, a := range args {
+		if a == "--ca-dir" || a == "--access-log-dir" {
+			dirs = append(dirs, args[i+1])
+		}
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,5 +273,16 @@ func TestDownPurgeRemovesTheRunDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mine, "notes.txt")); err != nil {
 		t.Fatalf("down --purge removed a file it does not own: %v", err)
+	}
+}
+
+// A misspelt command is named, not answered with the usage line alone.
+func TestRunNamesAnUnknownCommand(t *testing.T) {
+	err := run([]string{"upp", "fixtures/scenarios/mtls.yaml"})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `unknown command "upp"`) {
+		t.Fatalf("run(upp) = %v, want a usage error naming \"upp\"", err)
+	}
+	if err := run(nil); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "no command") {
+		t.Fatalf("run() = %v, want a usage error saying no command was given", err)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 )
 
-// freshDirs hold what one run wrote about itself: process logs and backend
-// records.
-var freshDirs = []string{"logs", "records"}
+// freshDirs hold what one run wrote about itself: process logs, backend
+// records and the proxies' access logs.
+var freshDirs = []string{"logs", "records", "access"}
 
 // prepareRunDir makes the run dir's folders for a new cluster. What a
 // previous cluster in the same run dir logged and recorded is moved to

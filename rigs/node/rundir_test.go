@@ -52,3 +52,26 @@ func TestUpInAUsedRunDirStartsFresh(t *testing.T) {
 		t.Fatalf("the first run's CNI log is not kept in previous/: %v", err)
 	}
 }
+
+// The proxies' access logs are a run's own record too: a new cluster in a
+// used run dir starts with none, and the previous run's are kept aside.
+func TestPrepareRunDirMovesAccessLogsAside(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "access", "access-node-a.log")
+	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte("{\"status\":200}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareRunDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	left, err := os.ReadDir(filepath.Join(dir, "access"))
+	if err != nil || len(left) != 0 {
+		t.Fatalf("access/ after prepareRunDir holds %v (%v), want an empty folder", left, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "previous", "access", "access-node-a.log")); err != nil || !strings.Contains(string(b), "200") {
+		t.Fatalf("the previous run's access log is not kept in previous/: %v", err)
+	}
+}

@@ -114,6 +114,9 @@ type Agent struct {
 	state *registry.State
 	pairs pairs
 	twins map[string]servedTwin
+	// unjudged are the CDS watches whose request subscribed to names
+	// before the first build: answered when it lands (odcds.go).
+	unjudged []*unjudgedWatch
 }
 
 // New returns an agent with an empty snapshot cache.
@@ -366,6 +369,7 @@ func (a *Agent) Apply(st *registry.State) error {
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
 	a.state, a.twins = st, twins
 	a.metrics.twins.Set(float64(len(twins)))
+	a.judgeUnjudged()
 	a.metrics.observe(out)
 	if a.opts.StateDir != "" {
 		if err := a.writeState(out, version); err != nil {

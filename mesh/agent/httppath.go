@@ -256,7 +256,9 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 
 // selections are the twin choices of every routed destination: one arm
 // per local account, to the twin quic:<svc>.<ns>@<sa>.<sa-ns>, and the h2
-// cluster for any other source. Without EastWest there are none.
+// cluster for any other source. Without EastWest there are none, and a
+// destination with a waypointed endpoint has none: a twin would bypass
+// its waypoint.
 func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Route) (map[string]eastwest.Selection, error) {
 	if !h.EastWest {
 		return nil, nil
@@ -264,6 +266,9 @@ func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Rou
 	sels := map[string]eastwest.Selection{}
 	local := LocalAccounts(st, node)
 	for _, r := range routes {
+		if st.Waypointed(registry.Key{Namespace: r.Namespace, Name: r.Service}) {
+			continue
+		}
 		sel := eastwest.Selection{Key: xdsnames.CertMapperFilterStateKey, Twins: map[string]string{}, Floor: xdsnames.H2Cluster(r.Service, r.Namespace)}
 		for _, a := range local {
 			id, err := identity.ID(h.TrustDomain, a)

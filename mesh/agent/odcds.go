@@ -3,6 +3,7 @@ package agent
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -38,39 +39,97 @@ type onDemandCDS struct {
 }
 
 func (o *onDemandCDS) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, value chan cache.DeltaResponse) (func(), error) {
-	if req.GetTypeUrl() == resource.ClusterType && len(req.GetResourceNamesSubscribe()) > 0 {
-		if refused := o.a.admit(req.GetResourceNamesSubscribe()); len(refused) > 0 && !o.a.opts.Controls.UnansweredRefusals {
-			// The cache never answers a name it never held, and the
-			// proxy's on_demand filter would wait out its timeout: a
-			// refused name is stated absent at once. The stream's
-			// record of what it returned is unchanged. The server has
-			// drained the channel before calling, and it holds one
-			// response per type, so this send does not block.
-			value <- &cache.DeltaPassthroughResponse{
-				DeltaRequest:   req,
-				NextVersionMap: maps.Clone(sub.ReturnedResources()),
-				DeltaDiscoveryResponse: &discovery.DeltaDiscoveryResponse{
-					TypeUrl:           resource.ClusterType,
-					SystemVersionInfo: "odcds-refused",
-					RemovedResources:  refused,
-				},
-			}
+	if req.GetTypeUrl() != resource.ClusterType || len(req.GetResourceNamesSubscribe()) == 0 {
+		return o.Cache.CreateDeltaWatch(req, sub, value)
+	}
+	a := o.a
+	a.mu.Lock()
+	if a.state == nil {
+		// Before the first build there is nothing to judge the names
+		// against: the whole watch waits for it (judgeUnjudged).
+		w := &unjudgedWatch{create: func() (func(), error) { return o.answer(req, sub, value, a.admitLocked) }}
+		a.unjudged = append(a.unjudged, w)
+		a.mu.Unlock()
+		return w.cancelWatch, nil
+	}
+	a.mu.Unlock()
+	return o.answer(req, sub, value, a.admit)
+}
+
+// answer admits or refuses the names req subscribes to, then makes the
+// stream's watch.
+func (o *onDemandCDS) answer(req *cache.DeltaRequest, sub cache.Subscription, value chan cache.DeltaResponse, admit func([]string) []string) (func(), error) {
+	if refused := admit(req.GetResourceNamesSubscribe()); len(refused) > 0 && !o.a.opts.Controls.UnansweredRefusals {
+		// The cache never answers a name it never held, and the
+		// proxy's on_demand filter would wait out its timeout: a
+		// refused name is stated absent at once. The stream's
+		// record of what it returned is unchanged. The server has
+		// drained the channel before making the watch, and it holds
+		// one response per type, so this send does not block.
+		value <- &cache.DeltaPassthroughResponse{
+			DeltaRequest:   req,
+			NextVersionMap: maps.Clone(sub.ReturnedResources()),
+			DeltaDiscoveryResponse: &discovery.DeltaDiscoveryResponse{
+				TypeUrl:           resource.ClusterType,
+				SystemVersionInfo: "odcds-refused",
+				RemovedResources:  refused,
+			},
 		}
 	}
 	return o.Cache.CreateDeltaWatch(req, sub, value)
 }
 
+// unjudgedWatch is a CDS watch made before the first build. Its mutex
+// orders its answer against its cancellation, as heldWatch's does: the
+// server never updates the stream's subscription without cancelling the
+// watch first, so the answer reads a subscription no one writes.
+type unjudgedWatch struct {
+	mu        sync.Mutex
+	create    func() (func(), error)
+	cancel    func()
+	cancelled bool
+}
+
+func (w *unjudgedWatch) cancelWatch() {
+	w.mu.Lock()
+	w.cancelled = true
+	cancel := w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// judgeUnjudged answers every watch made before the first build, now
+// that there is a build to judge its names against. a.mu is held.
+func (a *Agent) judgeUnjudged() {
+	ws := a.unjudged
+	a.unjudged = nil
+	for _, w := range ws {
+		w.mu.Lock()
+		if !w.cancelled {
+			cancel, err := w.create()
+			if err != nil {
+				a.log.Error("a CDS watch made before the first build failed", "err", err)
+			}
+			w.cancel = cancel
+		}
+		w.mu.Unlock()
+	}
+}
+
 // admit answers the cluster names a CDS request subscribes to by name:
 // a name the agent serves already passes; a twin st admits is recorded
 // and published, cluster and load assignment together; anything else is
-// refused, counted by reason, and returned. Before the first build there
-// is nothing to judge against, and the hold cache keeps the watch anyway.
+// refused, counted by reason, and returned.
 func (a *Agent) admit(names []string) (refused []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.state == nil {
-		return nil
-	}
+	return a.admitLocked(names)
+}
+
+// admitLocked is admit with a.mu held and a build to judge against.
+func (a *Agent) admitLocked(names []string) (refused []string) {
 	for _, name := range names {
 		if name == "*" || a.serves(name) {
 			continue

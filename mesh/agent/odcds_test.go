@@ -303,3 +303,47 @@ func TestCacheLoggerFormatsOnlyEnabledLevels(t *testing.T) {
 		t.Fatalf("an enabled level formatted its arguments %d times, want 1", n)
 	}
 }
+
+// TestOnDemandNamesBeforeFirstBuild: names a CDS stream subscribes to
+// before the agent's first build are judged when it lands: the refused
+// one is answered absent, the admissible twin comes with the wildcard
+// answer.
+func TestOnDemandNamesBeforeFirstBuild(t *testing.T) {
+	st, err := registry.ParseScenario("two-udp-services.yaml", readFixture(t, "two-udp-services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Node: "node-a", Mode: constants.CaptureTProxy, Transport: TransportAuto,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openCDS(t, a, "*", twinA, noPodSA)
+	// The request must have reached the agent before the build.
+	for waited := time.Duration(0); ; waited += time.Millisecond {
+		a.mu.Lock()
+		a.served.mu.Lock()
+		n := len(a.unjudged) + len(a.served.held)
+		a.served.mu.Unlock()
+		a.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if waited > 10*time.Second {
+			t.Fatal("the CDS request never reached the agent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := a.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if resp := s.recv(); len(resp.GetResources()) != 0 || !slices.Equal(resp.GetRemovedResources(), []string{noPodSA}) {
+		t.Fatalf("first response = %v removed %v, want %s refused", resourceNames(resp), resp.GetRemovedResources(), noPodSA)
+	}
+	if got := resourceNames(s.recv()); !slices.Contains(got, twinA) || !slices.Contains(got, xdsnames.UDPCluster("svc-b", "demo")) {
+		t.Fatalf("wildcard answer = %v, want the base clusters and %s", got, twinA)
+	}
+	if n := testutil.ToFloat64(a.metrics.odcdsRefused.WithLabelValues(RefusedNoLocalPod)); n != 1 {
+		t.Fatalf("refused{%s} = %v, want 1", RefusedNoLocalPod, n)
+	}
+}

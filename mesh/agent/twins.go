@@ -27,13 +27,14 @@ const (
 	RefusedTransportH2        = "mesh-transport-h2"
 	RefusedNotHTTP            = "not-http"
 	RefusedNotIdentityReady   = "not-identity-ready"
+	RefusedWaypointed         = "waypointed-endpoint"
 	RefusedPublish            = "publish-failed"
 	// RefusedTestOnly is Controls.RefuseTwin's refusal.
 	RefusedTestOnly = "test-only-refused"
 )
 
 var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, RefusedNotDependency,
-	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedPublish, RefusedTestOnly}
+	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedWaypointed, RefusedPublish, RefusedTestOnly}
 
 // twinRefusal says why st gives node no twin for t, or "" when it does. A
 // twin is demand-scoped: it exists only for a pair that dialled, and only
@@ -49,6 +50,9 @@ func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
 	}
 	if len(st.ReadyEndpoints(dst)) == 0 {
 		return RefusedNoReadyEndpoint
+	}
+	if st.Waypointed(dst) {
+		return RefusedWaypointed
 	}
 	local := slices.ContainsFunc(st.Pods, func(p registry.Pod) bool {
 		return p.Node == node && p.Namespace == t.SANamespace && p.ServiceAccount == t.SA

@@ -92,6 +92,9 @@ type Service struct {
 	ClusterIP netip.Addr
 	Ports     []ServicePort
 	Selector  map[string]string
+	// Labels are the service's own labels; WaypointLabel among them
+	// sends its traffic through a waypoint.
+	Labels map[string]string
 }
 
 func (s *Service) Key() Key { return Key{s.Namespace, s.Name} }
@@ -218,6 +221,38 @@ func (s *State) LocalPods(node string) []Pod {
 		}
 	}
 	return out
+}
+
+// WaypointLabel is Istio ambient's label that sends the traffic of a
+// service or of a pod through the waypoint proxy it names; "none" opts out
+// (a pod's own value wins over its service's).
+const WaypointLabel = "istio.io/use-waypoint"
+
+// Waypointed reports whether an endpoint of service k, ready or not, is
+// reached through a waypoint: its pod's WaypointLabel decides when the pod
+// carries it, else the service's. Such a destination is never eligible
+// for an east-west twin: a twin would bypass the waypoint.
+func (s *State) Waypointed(k Key) bool {
+	svc, ok := s.Service(k)
+	if !ok {
+		return false
+	}
+	for _, ep := range s.Endpoints[k] {
+		w, set := svc.Labels[WaypointLabel]
+		for i := range s.Pods {
+			p := &s.Pods[i]
+			if p.Namespace == k.Namespace && p.Name == ep.Pod {
+				if v, ok := p.Labels[WaypointLabel]; ok {
+					w, set = v, true
+				}
+				break
+			}
+		}
+		if set && w != "" && w != "none" {
+			return true
+		}
+	}
+	return false
 }
 
 // ReadyEndpoints returns the ready endpoints of service k.

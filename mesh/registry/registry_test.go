@@ -199,3 +199,29 @@ func TestScenarioFixturesLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestWaypointed: a service's waypoint label covers its endpoints, a
+// pod's own label wins over it, and "none" opts out.
+func TestWaypointed(t *testing.T) {
+	const scenario = `
+nodes: [{name: n}]
+pods:
+  - {name: a-0, namespace: demo, node: n, ip: 10.244.0.10, labels: {app: a}}
+  - {name: b-0, namespace: demo, node: n, ip: 10.244.0.11, labels: {app: b, istio.io/use-waypoint: wp}}
+  - {name: c-0, namespace: demo, node: n, ip: 10.244.0.12, labels: {app: c, istio.io/use-waypoint: none}}
+services:
+  - {name: a, namespace: demo, clusterIP: 10.96.0.10, selector: {app: a}, labels: {istio.io/use-waypoint: wp}, ports: [{port: 80}]}
+  - {name: b, namespace: demo, clusterIP: 10.96.0.11, selector: {app: b}, ports: [{port: 80}]}
+  - {name: c, namespace: demo, clusterIP: 10.96.0.12, selector: {app: c}, labels: {istio.io/use-waypoint: wp}, ports: [{port: 80}]}
+  - {name: d, namespace: demo, clusterIP: 10.96.0.13, selector: {app: a}, labels: {istio.io/use-waypoint: none}, ports: [{port: 80}]}
+`
+	st, err := ParseScenario("waypoints.yaml", []byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for svc, want := range map[string]bool{"a": true, "b": true, "c": false, "d": false} {
+		if got := st.Waypointed(Key{Namespace: "demo", Name: svc}); got != want {
+			t.Errorf("Waypointed(%s) = %v, want %v", svc, got, want)
+		}
+	}
+}

@@ -34,6 +34,7 @@ import (
 //	    namespace: demo
 //	    clusterIP: 10.96.0.10
 //	    selector: {app: a}      # endpoints = ready pods of the namespace it selects
+//	    labels: {istio.io/use-waypoint: wp}  # optional; a waypoint bars east-west twins
 //	    ports:
 //	      - {name: dgram, port: 5000, targetPort: 5001, protocol: UDP}  # protocol TCP|UDP, default TCP; targetPort default port
 //	      - {name: web, port: 8080, targetPort: 7080, appProtocol: http} # appProtocol http: a TCP port on the mTLS HTTP/2 path
@@ -84,6 +85,7 @@ type ScenarioService struct {
 	ClusterIP string                `json:"clusterIP"`
 	Ports     []ScenarioServicePort `json:"ports"`
 	Selector  map[string]string     `json:"selector,omitempty"`
+	Labels    map[string]string     `json:"labels,omitempty"`
 }
 
 type ScenarioServicePort struct {
@@ -327,7 +329,7 @@ func (sc *Scenario) State(file string) (*State, error) {
 			continue
 		}
 		svcs[k] = true
-		svc := Service{Name: k.Name, Namespace: k.Namespace, Selector: ss.Selector}
+		svc := Service{Name: k.Name, Namespace: k.Namespace, Selector: ss.Selector, Labels: ss.Labels}
 		ip, err := netip.ParseAddr(ss.ClusterIP)
 		if err != nil {
 			bad("service", obj, "clusterIP", err)

@@ -5,6 +5,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	setfsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
+	clustermatcher "github.com/envoyproxy/go-control-plane/envoy/extensions/router/cluster_specifiers/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -23,17 +24,21 @@ func mapperSecret(pm protoreflect.Message) (string, bool) {
 }
 
 // routeClusters: every route of every inline route_config (the HTTP
-// connection managers of the mTLS path) names a cluster in CDS. Envoy
-// would answer such a route 503 NC for every request.
+// connection managers of the mTLS path) names a cluster in CDS, and so
+// does every MatcherClusterSpecifier's on_no_match, the h2 floor of a
+// twin selection. Envoy would answer such a route 503 NC for every
+// request (every source without a twin, for the floor). A selection's
+// arms are not checked: they name twins fetched on demand.
 func (c *checker) routeClusters() {
 	mo := newMemo()
 	visit := func(path string, pm protoreflect.Message) []found {
-		ra, ok := pm.Interface().(*routev3.RouteAction)
-		if !ok {
-			return nil
-		}
-		if cl := ra.GetCluster(); cl != "" && c.clusters[cl] == nil {
-			return []found{{path: path, detail: fmt.Sprintf("routes to cluster %q, which is not in CDS", cl)}}
+		switch m := pm.Interface().(type) {
+		case *routev3.RouteAction:
+			if cl := m.GetCluster(); cl != "" && c.clusters[cl] == nil {
+				return []found{{path: path, detail: fmt.Sprintf("routes to cluster %q, which is not in CDS", cl)}}
+			}
+		case *clustermatcher.MatcherClusterSpecifier:
+			return c.selectionFloor(path, m)
 		}
 		return nil
 	}
@@ -45,4 +50,23 @@ func (c *checker) routeClusters() {
 			c.fail(GateRouteClusters, name, "%s: %s", orRoot(f.path), f.detail)
 		}
 	})
+}
+
+// selectionFloor is routeClusters' finding for a MatcherClusterSpecifier
+// whose on_no_match is missing, is not a cluster action, or names a
+// cluster not in CDS.
+func (c *checker) selectionFloor(path string, m *clustermatcher.MatcherClusterSpecifier) []found {
+	p := joinPath(path, "cluster_matcher.on_no_match")
+	tc := m.GetClusterMatcher().GetOnNoMatch().GetAction().GetTypedConfig()
+	if tc == nil {
+		return []found{{path: p, detail: "has no cluster action: sources without a twin have no cluster"}}
+	}
+	a := &clustermatcher.ClusterAction{}
+	if err := tc.UnmarshalTo(a); err != nil {
+		return []found{{path: p, detail: fmt.Sprintf("is not a cluster action: %v", err)}}
+	}
+	if c.clusters[a.GetCluster()] == nil {
+		return []found{{path: p, detail: fmt.Sprintf("falls back to cluster %q, which is not in CDS", a.GetCluster())}}
+	}
+	return nil
 }

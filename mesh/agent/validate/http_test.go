@@ -5,10 +5,12 @@ import (
 	"slices"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/aether-mesh/aether/mesh/agent/eastwest"
 	"github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/agent/validate"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -47,6 +49,26 @@ func TestRouteClustersResolve(t *testing.T) {
 	if err := validate.Check(withHTTPPath(t, true, true)); err != nil {
 		t.Fatalf("with the h2 cluster present the snapshot must pass: %v", err)
 	}
+}
+
+// A twin selection's on_no_match is the h2 floor: a floor not in CDS is
+// red, the arms (twins fetched on demand) are not.
+func TestRouteClustersResolveSelectionFloor(t *testing.T) {
+	withSelection := func(floor string) validate.Resources {
+		r := withHTTPPath(t, true, true)
+		ls := r[resource.ListenerType]
+		sel := eastwest.Selection{Key: xdsnames.CertMapperFilterStateKey, Twins: map[string]string{srcID: "quic:dst.t@src.t"}, Floor: floor}
+		l, err := eastwest.WithTwins(ls[len(ls)-1].(*listenerv3.Listener), map[string]eastwest.Selection{"h2:dst.t": sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[len(ls)-1] = l
+		return r
+	}
+	if err := validate.Check(withSelection("h2:dst.t")); err != nil {
+		t.Fatalf("a selection whose floor is in CDS must pass (its arm is fetched on demand): %v", err)
+	}
+	expectOnly(t, withSelection("h2:gone.t"), validate.GateRouteClusters, 1, "on_no_match", "h2:gone.t", "not in CDS")
 }
 
 // The identity an outbound listener stamps for the certificate mapper is

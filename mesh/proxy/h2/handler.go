@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
@@ -126,10 +127,18 @@ func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, 
 	}
 	rec.Status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(w, resp.Body); err != nil && !errors.Is(err, io.EOF) {
+	// The counting writer hides the response writer's ReadFrom, so
+	// io.Copy would allocate 32 KiB for every response: the buffer is
+	// pooled instead.
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	if _, err := io.CopyBuffer(w, resp.Body, *buf); err != nil && !errors.Is(err, io.EOF) {
 		l.opts.Log.Info("http upstream body cut", "listener", l.name, "cluster", c.Spec.Name, "err", err)
 	}
 }
+
+// copyBufs holds the buffers response bodies are copied through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // upstreamRequest is r as it leaves for ep: the authority kept, hop-by-hop
 // headers dropped, and XFCC sanitized, then set when the chain says so.

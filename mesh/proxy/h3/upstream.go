@@ -98,10 +98,14 @@ func WithNameCheck(tc *tls.Config) *tls.Config {
 }
 
 // RoundTrip sends req to endpoint ep over the twin's connection to it.
+// Only the URL is req's to change, so the request is copied shallowly:
+// a Clone would copy every header once more per request, and the
+// proxy's handler has already made req its own.
 func (u *Upstream) RoundTrip(req *http.Request, ep netip.AddrPort) (*http.Response, error) {
-	out := req.Clone(req.Context())
-	out.URL.Scheme, out.URL.Host = "https", ep.String()
-	return u.rt.RoundTrip(out)
+	out, url := *req, *req.URL
+	url.Scheme, url.Host = "https", ep.String()
+	out.URL = &url
+	return u.rt.RoundTrip(&out)
 }
 
 // Close closes every connection of the twin.

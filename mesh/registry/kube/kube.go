@@ -225,7 +225,7 @@ func Service(s *corev1.Service) (registry.Service, bool) {
 	if err != nil {
 		return registry.Service{}, false
 	}
-	out := registry.Service{Name: s.Name, Namespace: s.Namespace, ClusterIP: ip, Selector: s.Spec.Selector}
+	out := registry.Service{Name: s.Name, Namespace: s.Namespace, ClusterIP: ip, Selector: s.Spec.Selector, Labels: s.Labels}
 	for _, p := range s.Spec.Ports {
 		proto := registry.ProtocolTCP
 		switch p.Protocol {

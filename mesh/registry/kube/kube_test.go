@@ -96,3 +96,13 @@ func TestInformerSource(t *testing.T) {
 		t.Fatalf("endpoints after the slice = %+v, want a-0 ready and one unready", eps)
 	}
 }
+
+// TestServiceKeepsLabels: the waypoint label is read from the service's
+// labels, so the conversion keeps them.
+func TestServiceKeepsLabels(t *testing.T) {
+	s, ok := Service(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "demo", Labels: map[string]string{"istio.io/use-waypoint": "wp"}},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Port: 80}}}})
+	if !ok || s.Labels["istio.io/use-waypoint"] != "wp" {
+		t.Fatalf("Service = %+v (ok %v), want its labels kept", s, ok)
+	}
+}

@@ -61,7 +61,7 @@ func TestOnDemandRefusesWaypointedDestination(t *testing.T) {
 // opts it out of its service's waypoint.
 func TestSelectionsSkipWaypointed(t *testing.T) {
 	routes := []mtls.Route{{Service: "api", Namespace: "demo"}, {Service: "cart", Namespace: "demo"}}
-	h := &HTTPPath{EastWest: true, TrustDomain: spiffeid.RequireTrustDomainFromString("aether.test")}
+	h := &HTTPPath{EastWest: true, TrustDomain: spiffeid.RequireTrustDomainFromString("aether.test"), MeshDomain: "mesh.test"}
 	for _, c := range []struct {
 		name      string
 		label     func(*registry.State)

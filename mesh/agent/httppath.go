@@ -266,8 +266,20 @@ func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Rou
 	sels := map[string]eastwest.Selection{}
 	local := LocalAccounts(st, node)
 	for _, r := range routes {
-		if st.Waypointed(registry.Key{Namespace: r.Namespace, Name: r.Service}) {
+		key := registry.Key{Namespace: r.Namespace, Name: r.Service}
+		if st.Waypointed(key) {
 			continue
+		}
+		// A destination whose accounts do not name the twin's SNI would
+		// fail every QUIC handshake; it stays on its h2 cluster.
+		if svc, ok := st.Service(key); ok {
+			if sp, ok := svc.HTTPPort(); ok {
+				if _, ready, err := h.quicAccounts(st, svc, sp.Port); err != nil {
+					return nil, err
+				} else if !ready {
+					continue
+				}
+			}
 		}
 		sel := eastwest.Selection{Key: xdsnames.CertMapperFilterStateKey, Twins: map[string]string{}, Floor: xdsnames.H2Cluster(r.Service, r.Namespace)}
 		for _, a := range local {
@@ -294,32 +306,49 @@ func (h *HTTPPath) twin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster
 	if !ok {
 		return nil, RefusedNotHTTP, nil
 	}
-	var accounts []string
-	for _, ep := range st.ReadyEndpoints(svc.Key()) {
-		for i := range st.Pods {
-			p := &st.Pods[i]
-			if p.Namespace != svc.Namespace || p.Name != ep.Pod {
-				continue
-			}
-			id, err := identity.ID(h.TrustDomain, identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount})
-			if err != nil {
-				return nil, "", err
-			}
-			if !slices.Contains(accounts, id.String()) {
-				accounts = append(accounts, id.String())
-			}
-		}
+	accounts, ready, err := h.quicAccounts(st, svc, sp.Port)
+	if err != nil {
+		return nil, "", err
 	}
-	if len(accounts) == 0 {
+	if !ready {
 		return nil, RefusedNotIdentityReady, nil
 	}
-	slices.Sort(accounts)
 	src, err := identity.ID(h.TrustDomain, identity.Account{Namespace: t.SANamespace, ServiceAccount: t.SA})
 	if err != nil {
 		return nil, "", err
 	}
 	c, err := eastwest.TwinCluster(eastwest.Twin{Twin: t, Port: sp.Port, Domain: h.MeshDomain, SourceID: src.String(), Accounts: accounts})
 	return c, "", err
+}
+
+// quicAccounts are the SPIFFE IDs of svc's ready endpoints' accounts,
+// sorted. svc is identity-ready for QUIC when it has one and each names
+// the twin's SNI <port>.<svc>.<ns>.<mesh-domain> in its DNS SANs: the
+// twin's client checks the server's SANs against the SNI after its SPIFFE
+// ID (Q5), so an account named otherwise fails every handshake.
+func (h *HTTPPath) quicAccounts(st *registry.State, svc *registry.Service, port uint16) ([]string, bool, error) {
+	sni := xdsnames.SNI(port, svc.Name, svc.Namespace, h.MeshDomain)
+	var accounts []string
+	ready := true
+	for _, ep := range st.ReadyEndpoints(svc.Key()) {
+		for i := range st.Pods {
+			p := &st.Pods[i]
+			if p.Namespace != svc.Namespace || p.Name != ep.Pod {
+				continue
+			}
+			a := identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}
+			id, err := identity.ID(h.TrustDomain, a)
+			if err != nil {
+				return nil, false, err
+			}
+			if !slices.Contains(accounts, id.String()) {
+				accounts = append(accounts, id.String())
+				ready = ready && identity.NamesServer(a, h.MeshDomain, sni)
+			}
+		}
+	}
+	slices.Sort(accounts)
+	return accounts, ready && len(accounts) > 0, nil
 }
 
 // addHTTPPath appends the mTLS path's resources to out and records in the

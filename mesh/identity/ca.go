@@ -195,11 +195,15 @@ func (ca *CA) Issue(req Request) (*x509svid.SVID, error) {
 	return svid, nil
 }
 
-// dnsNames returns <sa>.<ns>.<mesh-domain> and *.<sa>.<ns>.<mesh-domain>.
-// The labels are valid on their own; together with the mesh domain they can
-// still exceed a DNS name's length.
-func (ca *CA) dnsNames(a Account) ([]string, error) {
-	name := a.ServiceAccount + "." + a.Namespace + "." + ca.meshDomain
+// dnsNames are the DNS SANs of the SVIDs ca issues.
+func (ca *CA) dnsNames(a Account) ([]string, error) { return DNSNames(a, ca.meshDomain) }
+
+// DNSNames are the DNS SANs an SVID for a carries under meshDomain (Q5):
+// <sa>.<ns>.<mesh-domain> and *.<sa>.<ns>.<mesh-domain>. The labels are
+// valid on their own; together with the mesh domain they can still exceed
+// a DNS name's length.
+func DNSNames(a Account, meshDomain string) ([]string, error) {
+	name := a.ServiceAccount + "." + a.Namespace + "." + meshDomain
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return nil, fmt.Errorf("DNS SAN %q: %s", name, strings.Join(errs, "; "))
 	}
@@ -241,4 +245,17 @@ func (ca *CA) sign(id spiffeid.ID, dnsNames []string, notBefore, notAfter time.T
 		return nil, fmt.Errorf("parse signed leaf: %w", err)
 	}
 	return &x509svid.SVID{ID: id, Certificates: []*x509.Certificate{leaf}, PrivateKey: key}, nil
+}
+
+// NamesServer reports whether an SVID for a, with the DNS SANs the mesh
+// gives it under meshDomain, passes a TLS client's hostname check for
+// serverName, as Go's (and Envoy's QUIC client's, Q5) check runs it: the
+// wildcard covers one label. A QUIC twin's SNI <port>.<svc>.<ns>.<domain>
+// is named only by the account of the same name in the same namespace.
+func NamesServer(a Account, meshDomain, serverName string) bool {
+	names, err := DNSNames(a, meshDomain)
+	if err != nil {
+		return false
+	}
+	return (&x509.Certificate{DNSNames: names}).VerifyHostname(serverName) == nil
 }

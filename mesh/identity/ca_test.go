@@ -288,3 +288,24 @@ func TestIDIsTheMeshSpelling(t *testing.T) {
 		t.Errorf("zero trust domain: err = %v, want one naming the empty trust domain", err)
 	}
 }
+
+// NamesServer is the hostname check a TLS client runs against the SANs the
+// mesh gives an account: the twin SNI of the service of the same name is
+// covered by the wildcard (one label), another service's is not.
+func TestNamesServer(t *testing.T) {
+	a := Account{Namespace: "demo", ServiceAccount: "api"}
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{"8080.api.demo.mesh.test", true},
+		{"api.demo.mesh.test", true},
+		{"8080.cart.demo.mesh.test", false},
+		{"8080.api.other.mesh.test", false},
+		{"1.8080.api.demo.mesh.test", false},
+	} {
+		if got := NamesServer(a, "mesh.test", c.name); got != c.want {
+			t.Errorf("NamesServer(api.demo, %q) = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -29,7 +29,6 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
-	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
@@ -148,7 +147,7 @@ func (r *rig) cluster(ctx context.Context, v variant) (cluster.Cluster, error) {
 	if r.current != nil && r.variant == v {
 		return r.current, nil
 	}
-	if err := r.close(); err != nil {
+	if err := r.Close(); err != nil {
 		return nil, err
 	}
 	c, err := r.provider.Up(ctx, cluster.Config{
@@ -167,7 +166,8 @@ func (r *rig) cluster(ctx context.Context, v variant) (cluster.Cluster, error) {
 	return c, nil
 }
 
-func (r *rig) close() error {
+// Close tears down the cluster the rig has up.
+func (r *rig) Close() error {
 	c := r.current
 	r.current, r.variant = nil, ""
 	if c == nil {
@@ -177,57 +177,21 @@ func (r *rig) close() error {
 }
 
 var _ = Describe("East-west QUIC: per-source twins over HTTP/3, fetched on demand", Ordered, func() {
-	var (
-		r      *rig
-		result redgreen.Result
-	)
-
-	BeforeAll(func(ctx SpecContext) {
-		suite := redgreen.Suite{Name: "eastwest", Subject: "eligible destinations reached over HTTP/3 through per-source twins fetched on demand"}
-		err := suite.Setup(func() (err error) {
-			r, err = newRig()
-			return err
-		})
-		if r == nil || r.provider.Name() == cluster.Netns {
-			privileged.Require(GinkgoT())
-		}
-		Expect(err).NotTo(HaveOccurred())
-
-		suite.Cases = cases(r)
-		result = redgreen.Run(ctx, suite)
-		GinkgoWriter.Println(result.Table())
-		Expect(result.Write("")).To(Succeed())
-	}, NodeTimeout(10*time.Minute))
-
-	AfterAll(func() {
-		if r == nil {
-			return
-		}
-		Expect(r.close()).To(Succeed())
-		if r.provider.Name() == cluster.Netns {
-			Expect(netns.LeakCheck()).To(Succeed())
-		}
-	})
-
-	It("shows the control's signature and every subject green", func() {
-		Expect(result.Cases).NotTo(BeEmpty())
-		for _, row := range result.Cases {
-			By(fmt.Sprintf("%s (%s): %s", row.Name, row.Role, row.Observed))
-			Expect(row.Matched).To(BeTrue(), "%s %s: expected %s, observed %s: %s", row.Role, row.Name, row.Expected, row.Observed, row.Reason)
-		}
-		Expect(result.Err()).NotTo(HaveOccurred())
-	})
+	rig, result := provider.RedGreen(redgreen.Suite{Name: "eastwest", Subject: "eligible destinations reached over HTTP/3 through per-source twins fetched on demand"}, newRig, cases)
 
 	// A control broken on purpose: #1008's control run on the mesh as
 	// shipped, for batch's twin of cart (a pair the auto cluster has not
 	// dialled), shows no stall, and the suite must call the rig broken.
 	It("calls the rig broken when #1008's control is given twins with their own EDS names", func(ctx SpecContext) {
-		c := onDemandCases(r)[2]
+		c := onDemandCases(rig())[2]
 		Expect(c.Name).To(Equal("twin-shares-base-eds-stalls"))
-		c.Run = func(ctx context.Context) (redgreen.Observation, error) { return onDemand(ctx, r, auto, "batch-0") }
-		broken := redgreen.Run(ctx, redgreen.Suite{Name: "eastwest", Subject: result.Subject, Cases: []redgreen.Case{c}})
+		c.Run = func(ctx context.Context) (redgreen.Observation, error) { return onDemand(ctx, rig(), auto, "batch-0") }
+		broken := redgreen.Run(ctx, redgreen.Suite{Name: "eastwest", Subject: result().Subject, Cases: []redgreen.Case{c}})
 		GinkgoWriter.Println(broken.Table())
 		Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), broken.Reason)
 		Expect(broken.Cases[0].Reason).To(ContainSubstring("want 503 NC"))
 	}, NodeTimeout(5*time.Minute))
 })
+
+// Provider is the cluster provider the rig runs on.
+func (r *rig) Provider() cluster.Provider { return r.provider }

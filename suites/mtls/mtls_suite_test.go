@@ -26,7 +26,6 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
-	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
@@ -124,7 +123,7 @@ func (r *rig) cluster(ctx context.Context, mode upstreamCert) (cluster.Cluster, 
 	if r.current != nil && r.mode == mode {
 		return r.current, nil
 	}
-	if err := r.close(); err != nil {
+	if err := r.Close(); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(r.runRoot, string(mode))
@@ -176,7 +175,8 @@ func (r *rig) echoTLS(dir string) (*cluster.EchoTLS, error) {
 	return t, nil
 }
 
-func (r *rig) close() error {
+// Close tears down the cluster the rig has up.
+func (r *rig) Close() error {
 	c := r.current
 	r.current, r.mode = nil, ""
 	if c == nil {
@@ -186,64 +186,28 @@ func (r *rig) close() error {
 }
 
 var _ = Describe("Identity on the mTLS HTTP/2 path: 18081 out, 18008 in", Ordered, func() {
-	var (
-		r      *rig
-		result redgreen.Result
-	)
-
-	BeforeAll(func(ctx SpecContext) {
-		suite := redgreen.Suite{Name: "mtls", Subject: "per-source SVIDs on the h2 upstream (certificate mapper on hashable filter state), mTLS at 18008"}
-		err := suite.Setup(func() (err error) {
-			r, err = newRig()
-			return err
-		})
-		if r == nil || r.provider.Name() == cluster.Netns {
-			privileged.Require(GinkgoT())
-		}
-		Expect(err).NotTo(HaveOccurred())
-
-		suite.Cases = cases(r)
-		result = redgreen.Run(ctx, suite)
-		GinkgoWriter.Println(result.Table())
-		Expect(result.Write("")).To(Succeed())
-	}, NodeTimeout(10*time.Minute))
-
-	AfterAll(func() {
-		if r == nil {
-			return
-		}
-		Expect(r.close()).To(Succeed())
-		if r.provider.Name() == cluster.Netns {
-			Expect(netns.LeakCheck()).To(Succeed())
-		}
-	})
-
-	It("shows the control's signature and every subject green", func() {
-		Expect(result.Cases).NotTo(BeEmpty())
-		for _, row := range result.Cases {
-			By(fmt.Sprintf("%s (%s): %s", row.Name, row.Role, row.Observed))
-			Expect(row.Matched).To(BeTrue(), "%s %s: expected %s, observed %s: %s", row.Role, row.Name, row.Expected, row.Observed, row.Reason)
-		}
-		Expect(result.Err()).NotTo(HaveOccurred())
-	})
+	rig, result := provider.RedGreen(redgreen.Suite{Name: "mtls", Subject: "per-source SVIDs on the h2 upstream (certificate mapper on hashable filter state), mTLS at 18008"}, newRig, cases)
 
 	// The control broken on purpose: given per-source selection it shows
 	// no #831, and the suite must call the rig broken, naming the control.
 	It("calls the rig broken when the control is given per-source selection", func(ctx SpecContext) {
-		broken := redgreen.Run(ctx, redgreen.Suite{Name: "mtls", Subject: result.Subject,
-			Cases: []redgreen.Case{staticControl(r, perSource)}})
+		broken := redgreen.Run(ctx, redgreen.Suite{Name: "mtls", Subject: result().Subject,
+			Cases: []redgreen.Case{staticControl(rig(), perSource)}})
 		GinkgoWriter.Println(broken.Table())
 		Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), broken.Reason)
 		Expect(broken.Cases[0].Reason).To(ContainSubstring("arrived as itself"))
 	}, NodeTimeout(5*time.Minute))
 
 	It("measures app → proxy → proxy → app over h2 against app → app over TLS", func(ctx SpecContext) {
-		c, err := r.cluster(ctx, perSource)
+		c, err := rig().cluster(ctx, perSource)
 		Expect(err).NotTo(HaveOccurred())
-		b, err := benchmark(ctx, r, c)
+		b, err := benchmark(ctx, rig(), c)
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Println(b.Table())
 		AddReportEntry("benchmark", b.Table())
-		Expect(b.write(r.runRoot)).To(Succeed())
+		Expect(b.write(rig().runRoot)).To(Succeed())
 	}, NodeTimeout(5*time.Minute))
 })
+
+// Provider is the cluster provider the rig runs on.
+func (r *rig) Provider() cluster.Provider { return r.provider }

@@ -11,6 +11,7 @@ package udproute
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
@@ -116,56 +116,15 @@ func (r *rig) close(mode constants.CaptureMode) error {
 }
 
 var _ = Describe("UDPRoute selection behind one transparent listener on 18082", Ordered, func() {
-	var (
-		r      *rig
-		result redgreen.Result
-	)
-
-	BeforeAll(func(ctx SpecContext) {
-		suite := redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082"}
-		err := suite.Setup(func() (err error) {
-			r, err = newRig()
-			return err
-		})
-		if r == nil || r.provider.Name() == cluster.Netns {
-			privileged.Require(GinkgoT())
-		}
-		Expect(err).NotTo(HaveOccurred())
-
-		suite.Cases = cases(r)
-		result = redgreen.Run(ctx, suite)
-		GinkgoWriter.Println(result.Table())
-		Expect(result.Write("")).To(Succeed())
-	}, NodeTimeout(10*time.Minute))
-
-	AfterAll(func() {
-		if r == nil {
-			return
-		}
-		for mode := range r.clusters {
-			Expect(r.close(mode)).To(Succeed())
-		}
-		if r.provider.Name() == cluster.Netns {
-			Expect(netns.LeakCheck()).To(Succeed())
-		}
-	})
-
-	It("shows the control's signature and every subject green", func() {
-		Expect(result.Cases).NotTo(BeEmpty())
-		for _, row := range result.Cases {
-			By(fmt.Sprintf("%s (%s): %s", row.Name, row.Role, row.Observed))
-			Expect(row.Matched).To(BeTrue(), "%s %s: expected %s, observed %s: %s", row.Role, row.Name, row.Expected, row.Observed, row.Reason)
-		}
-		Expect(result.Err()).NotTo(HaveOccurred())
-	})
+	rig, result := provider.RedGreen(redgreen.Suite{Name: "udproute", Subject: "TPROXY mark-and-divert capture: per-ClusterIP UDPRoute selection on 18082"}, newRig, cases)
 
 	// The control broken on purpose: given the subject's TPROXY capture it
 	// shows no collapse, and the suite must call the rig broken, naming the
 	// control, rather than pass or fail. It runs last: it uses, then frees,
 	// the subject's cluster.
 	It("calls the rig broken when the control is given the subject's capture", func(ctx SpecContext) {
-		broken := redgreen.Run(ctx, redgreen.Suite{Name: "udproute", Subject: result.Subject,
-			Cases: []redgreen.Case{selectionControl(r, constants.CaptureTProxy)}})
+		broken := redgreen.Run(ctx, redgreen.Suite{Name: "udproute", Subject: result().Subject,
+			Cases: []redgreen.Case{selectionControl(rig(), constants.CaptureTProxy)}})
 		GinkgoWriter.Println(broken.Table())
 		Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), broken.Reason)
 		Expect(broken.Reason).To(ContainSubstring("control selection-redirect did not show its signature"))
@@ -173,3 +132,15 @@ var _ = Describe("UDPRoute selection behind one transparent listener on 18082", 
 		Expect(broken.Cases[0].Reason).To(ContainSubstring("the services landed on different backends"))
 	}, NodeTimeout(5*time.Minute))
 })
+
+// Provider is the cluster provider the rig runs on.
+func (r *rig) Provider() cluster.Provider { return r.provider }
+
+// Close tears down every capture mode's cluster the rig brought up.
+func (r *rig) Close() error {
+	var errs []error
+	for mode := range r.clusters {
+		errs = append(errs, r.close(mode))
+	}
+	return errors.Join(errs...)
+}

@@ -19,7 +19,6 @@ package eastwest
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,8 +28,6 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
-	"github.com/aether-mesh/aether/rigs/node"
-	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/suites/cluster"
 	"github.com/aether-mesh/aether/suites/provider"
@@ -108,37 +105,11 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	runRoot := GinkgoT().TempDir()
-	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
-		runRoot = filepath.Join(dir, "eastwest-run")
-		if err := os.RemoveAll(runRoot); err != nil {
-			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
-		}
-	}
-	p, err := provider.Get(func() (cluster.Provider, error) {
-		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
-			return nil, fmt.Errorf("skipped: %s", why)
-		}
-		return netnsProvider()
-	})
+	p, runRoot, err := provider.Open(GinkgoT().TempDir, "eastwest", envBin)
 	if err != nil {
 		return nil, err
 	}
 	return &rig{provider: p, runRoot: runRoot}, nil
-}
-
-func netnsProvider() (cluster.Provider, error) {
-	root, err := node.ModuleRoot(".")
-	if err != nil {
-		return nil, err
-	}
-	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
-	if bin.Dir == "" {
-		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
-			return nil, fmt.Errorf("failed to build the binaries: %w", err)
-		}
-	}
-	return cluster.NetnsProvider{Bin: bin}, nil
 }
 
 // cluster returns the two-node cluster of variant v, closing another

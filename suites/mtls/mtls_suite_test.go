@@ -26,8 +26,6 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
-	"github.com/aether-mesh/aether/rigs/node"
-	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/suites/cluster"
 	"github.com/aether-mesh/aether/suites/provider"
@@ -79,19 +77,7 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	runRoot := GinkgoT().TempDir()
-	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
-		runRoot = filepath.Join(dir, "mtls-run")
-		if err := os.RemoveAll(runRoot); err != nil {
-			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
-		}
-	}
-	p, err := provider.Get(func() (cluster.Provider, error) {
-		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
-			return nil, fmt.Errorf("skipped: %s", why)
-		}
-		return netnsProvider()
-	})
+	p, runRoot, err := provider.Open(GinkgoT().TempDir, "mtls", envBin)
 	if err != nil {
 		return nil, err
 	}
@@ -101,20 +87,6 @@ func newRig() (*rig, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-func netnsProvider() (cluster.Provider, error) {
-	root, err := node.ModuleRoot(".")
-	if err != nil {
-		return nil, err
-	}
-	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
-	if bin.Dir == "" {
-		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
-			return nil, fmt.Errorf("failed to build the binaries: %w", err)
-		}
-	}
-	return cluster.NetnsProvider{Bin: bin}, nil
 }
 
 // cluster returns the two-node cluster whose h2 clusters choose their

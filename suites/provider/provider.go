@@ -7,8 +7,12 @@ package provider
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/suites/cluster"
 	"github.com/aether-mesh/aether/suites/cluster/kind"
 )
@@ -48,4 +52,36 @@ func Get(netns func() (cluster.Provider, error)) (cluster.Provider, error) {
 		return kind.Current()
 	}
 	return netns()
+}
+
+// Open is what every suite's rig starts from: the folder its clusters run
+// in (beside the report when AETHER_REPORT_DIR is set, so their logs and
+// records stay with it; else tmp) and the provider. On netns it needs the
+// capabilities and the binaries: those in the folder envBin names, else one
+// build shared across runs and suites (node.BuildShared).
+func Open(tmp func() string, suite, envBin string) (cluster.Provider, string, error) {
+	runRoot := tmp()
+	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
+		runRoot = filepath.Join(dir, suite+"-run")
+		if err := os.RemoveAll(runRoot); err != nil {
+			return nil, "", fmt.Errorf("failed to clear %s: %w", runRoot, err)
+		}
+	}
+	p, err := Get(func() (cluster.Provider, error) {
+		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
+			return nil, fmt.Errorf("skipped: %s", why)
+		}
+		root, err := node.ModuleRoot(".")
+		if err != nil {
+			return nil, err
+		}
+		bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
+		if bin.Dir == "" {
+			if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
+				return nil, fmt.Errorf("failed to build the binaries: %w", err)
+			}
+		}
+		return cluster.NetnsProvider{Bin: bin}, nil
+	})
+	return p, runRoot, err
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,8 +21,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/rigs/node"
-	"github.com/aether-mesh/aether/rigs/privileged"
 	"github.com/aether-mesh/aether/rigs/redgreen"
 	"github.com/aether-mesh/aether/suites/cluster"
 	"github.com/aether-mesh/aether/suites/provider"
@@ -70,40 +67,11 @@ func (r *rig) cluster(ctx context.Context, mode constants.CaptureMode) (cluster.
 // newRig picks the provider; on netns it finds or builds the binaries. The
 // clusters come up on first use.
 func newRig() (*rig, error) {
-	runRoot := GinkgoT().TempDir()
-	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
-		// Keep the clusters' logs and records beside the report.
-		runRoot = filepath.Join(dir, "udproute-run")
-		if err := os.RemoveAll(runRoot); err != nil {
-			return nil, fmt.Errorf("failed to clear %s: %w", runRoot, err)
-		}
-	}
-	p, err := provider.Get(func() (cluster.Provider, error) {
-		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {
-			return nil, fmt.Errorf("skipped: %s", why)
-		}
-		return netnsProvider(runRoot)
-	})
+	p, runRoot, err := provider.Open(GinkgoT().TempDir, "udproute", envBin)
 	if err != nil {
 		return nil, err
 	}
 	return &rig{provider: p, runRoot: runRoot, clusters: map[constants.CaptureMode]cluster.Cluster{}}, nil
-}
-
-func netnsProvider(runRoot string) (cluster.Provider, error) {
-	root, err := node.ModuleRoot(".")
-	if err != nil {
-		return nil, err
-	}
-	bin := node.Binaries{Dir: os.Getenv(envBin), Node: filepath.Join(os.Getenv(envBin), "aether-node")}
-	if bin.Dir == "" {
-		// One build shared across runs (and with aether-node), not a copy
-		// per run beside the report.
-		if bin, err = node.BuildShared(root, "ptp", "static", "aether-cni", "aether-agent", "aether-proxy", "aether-node"); err != nil {
-			return nil, fmt.Errorf("failed to build the binaries: %w", err)
-		}
-	}
-	return cluster.NetnsProvider{Bin: bin}, nil
 }
 
 func (r *rig) close(mode constants.CaptureMode) error {

@@ -123,7 +123,9 @@ func freshStream(a *Agent, id int64, subscribe, held []string) {
 
 var (
 	twinAB   = xdsnames.TwinCluster(xdsnames.Twin{Service: "svc-a", Namespace: "demo", SA: "backend", SANamespace: "demo"})
-	pruneLbl = func(a *Agent, reason string) float64 { return testutil.ToFloat64(a.metrics.pairsPruned.WithLabelValues(reason)) }
+	pruneLbl = func(a *Agent, reason string) float64 {
+		return testutil.ToFloat64(a.metrics.pairsPruned.WithLabelValues(reason))
+	}
 )
 
 // TestPairsCarriedOverARestart: an admitted pair is persisted at once; an

@@ -135,9 +135,11 @@ type Agent struct {
 	twins map[string]servedTwin
 	// subscribed are the twin names the proxy holds an on-demand
 	// subscription for, as far as the agent knows; streams, the ADS
-	// streams that have sent a CDS request (pairs.go).
+	// streams that have sent a CDS request (pairs.go); servers, the ADS
+	// servers made, each numbering its streams from 1.
 	subscribed map[string]bool
-	streams    map[int64]bool
+	streams    map[streamID]bool
+	servers    int64
 	// pruned are pairs pruned under a.mu, judged once it is released.
 	pruned  []prunedPair
 	traffic *proxyTraffic
@@ -178,7 +180,7 @@ func New(opts Options) (*Agent, error) {
 		opts.ProxyMetricsInterval = 10 * time.Second
 	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
-		pairs: pairs{}, twins: map[string]servedTwin{}, subscribed: map[string]bool{}, streams: map[int64]bool{}}
+		pairs: pairs{}, twins: map[string]servedTwin{}, subscribed: map[string]bool{}, streams: map[streamID]bool{}}
 	if opts.ProxyMetricsURL != "" {
 		a.traffic = newProxyTraffic(opts.ProxyMetricsURL)
 	}

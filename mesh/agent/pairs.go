@@ -150,13 +150,16 @@ func (a *Agent) prune(t xdsnames.Twin, reason string, now time.Time) {
 	a.log.Info("QUIC pair pruned", "cluster", xdsnames.TwinCluster(t), "reason", reason, "state", p.state(), "evidence", p.evidence)
 }
 
+// streamID names an ADS stream: go-control-plane numbers streams per server.
+type streamID struct{ server, stream int64 }
+
 // cdsRequest records what a CDS request says of the pairs; a.mu is not
 // held. A stream's first CDS request states what the proxy holds: the
 // names it re-subscribes hold on-demand subscriptions, those in
 // initial_resource_versions alone are held, and a dormant pair it does
 // not re-subscribe is pruned, since that proxy will ask again if it needs
 // it. A later request's names are on-demand fetches.
-func (a *Agent) cdsRequest(stream int64, req *discovery.DeltaDiscoveryRequest) {
+func (a *Agent) cdsRequest(stream streamID, req *discovery.DeltaDiscoveryRequest) {
 	a.mu.Lock()
 	first := !a.streams[stream]
 	a.streams[stream] = true
@@ -204,7 +207,7 @@ func (a *Agent) freshStream(req *discovery.DeltaDiscoveryRequest, now time.Time)
 
 // streamClosed forgets a stream; what its proxy subscribed to stays
 // known, since a proxy keeps its subscriptions across reconnects.
-func (a *Agent) streamClosed(stream int64) {
+func (a *Agent) streamClosed(stream streamID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.streams, stream)

@@ -118,7 +118,7 @@ func freshStream(a *Agent, id int64, subscribe, held []string) {
 	for _, n := range held {
 		req.InitialResourceVersions[n] = "1"
 	}
-	a.cdsRequest(id, req)
+	a.cdsRequest(streamID{stream: id}, req)
 }
 
 var (
@@ -357,7 +357,9 @@ func TestDormantPrunedOnlyWhenNotResubscribed(t *testing.T) {
 		t.Fatalf("aether_agent_pairs_refused_total = %v, want 0 for a dormant pair", n)
 	}
 
-	freshStream(a, 99, nil, nil)
+	// A new proxy generation: another stream (of another ADS server, as
+	// an agent may serve several), whose first request names no twin.
+	openCDS(t, a).recv()
 	if got := pairOf(a, twinA); got != nil {
 		t.Fatalf("%s = %+v after a fresh stream that does not re-subscribe it, want pruned", twinA, got)
 	}
@@ -439,7 +441,7 @@ func TestPruneUnfetchedSinceStartControl(t *testing.T) {
 	windowAgent(t, []string{twinA}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent, _ string) {
 		freshStream(a, 1, []string{twinA}, []string{twinA})
 		time.Sleep(30 * time.Second)
-		a.cdsRequest(1, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
+		a.cdsRequest(streamID{stream: 1}, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
 		if refused := a.admit([]string{twinB}); len(refused) != 0 {
 			t.Fatalf("refused %v", refused)
 		}

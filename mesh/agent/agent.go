@@ -143,6 +143,13 @@ type Agent struct {
 	// pruned are pairs pruned under a.mu, judged once it is released.
 	pruned  []prunedPair
 	traffic *proxyTraffic
+	// pairGen numbers the pair set's versions; writes of them are
+	// counted by pairWrites and ordered by writeMu, under which
+	// pairsWritten is the last one on disk (pairs.go).
+	pairGen      uint64
+	pairWrites   sync.WaitGroup
+	writeMu      sync.Mutex
+	pairsWritten uint64
 	// unjudged are the CDS watches whose request subscribed to names
 	// before the first build: answered when it lands (odcds.go).
 	unjudged []*unjudgedWatch

@@ -111,8 +111,12 @@ func (a *Agent) loadPairs() {
 	a.log.Info("QUIC pairs carried over", "file", pairstate.File, "live", len(st.Live), "dormant", len(st.Dormant))
 }
 
-// savePairs writes the demand set; a.mu is held. A failed write is
-// logged: the pairs stay served, and the next change writes them again.
+// savePairs writes the demand set; a.mu is held. The write (two fsyncs,
+// milliseconds) runs on its own goroutine: an admission is made while
+// the ADS stream's loop waits, and its response must not wait on a disk.
+// A write lost to a crash costs nothing a restart does not recover: the
+// proxy's fresh stream re-subscribes what it holds. A failed write is
+// logged; the next change writes the whole set again.
 func (a *Agent) savePairs() {
 	a.observePairs()
 	if a.opts.StateDir == "" {
@@ -126,10 +130,31 @@ func (a *Agent) savePairs() {
 			st.Live = append(st.Live, t)
 		}
 	}
+	a.pairGen++
+	gen := a.pairGen
+	a.pairWrites.Add(1)
+	go a.writePairs(gen, st)
+}
+
+// writePairs writes st, the set as of generation gen, unless a later
+// one is written already: writes may start out of order, never land so.
+func (a *Agent) writePairs(gen uint64, st pairstate.State) {
+	defer a.pairWrites.Done()
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
+	if gen <= a.pairsWritten {
+		return
+	}
 	if err := pairstate.Write(a.opts.StateDir, st); err != nil {
 		a.log.Error("failed to persist QUIC pairs", "err", err)
+		return
 	}
+	a.pairsWritten = gen
 }
+
+// Flush waits until every change to the QUIC pairs made so far is on
+// disk (or failed, and was logged): an agent stopping calls it last.
+func (a *Agent) Flush() { a.pairWrites.Wait() }
 
 func (a *Agent) observePairs() {
 	n := map[string]int{}

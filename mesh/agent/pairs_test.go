@@ -76,10 +76,11 @@ func persist(t *testing.T, dir string, live, dormant []string) {
 	}
 }
 
-// persisted reads the state file back as names.
-func persisted(t *testing.T, dir string) (live, dormant []string) {
+// persisted reads a's state file back as names, once a's writes are done.
+func persisted(t *testing.T, a *Agent) (live, dormant []string) {
 	t.Helper()
-	st, err := pairstate.Load(dir, time.Now())
+	a.Flush()
+	st, err := pairstate.Load(a.opts.StateDir, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +139,11 @@ func TestPairsCarriedOverARestart(t *testing.T) {
 	if refused := a.admit([]string{twinA}); len(refused) != 0 {
 		t.Fatalf("refused %v", refused)
 	}
-	if live, dormant := persisted(t, dir); !slices.Equal(live, []string{twinA}) || len(dormant) != 0 {
+	if live, dormant := persisted(t, a); !slices.Equal(live, []string{twinA}) || len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want live [%s]", live, dormant, twinA)
 	}
 
+	a.Flush()
 	b := pairAgent(t, dir, Options{})
 	if got := pairOf(b, twinA); got == nil || got.State != PairLive || got.Evidence != EvidencePersisted || got.LastSeen != "" {
 		t.Fatalf("restarted agent's pair = %+v, want live, persisted, never seen", got)
@@ -192,6 +194,7 @@ func TestHeldTwinAdmitsNothingUnlessPersisted(t *testing.T) {
 		t.Fatalf("refused %v", refused)
 	}
 	mustApply(t, a, scenario(t))
+	a.Flush()
 	// The previous agent served both twins; only twinA was persisted
 	// (rev245's up-front twins were never recorded).
 	persist(t, dir, []string{twinA}, nil)
@@ -275,7 +278,7 @@ func TestDormantPairs(t *testing.T) {
 			if got := pairOf(a, c.twin); got == nil || got.State != PairDormant {
 				t.Fatalf("%s = %+v, want dormant", c.twin, got)
 			}
-			if live, dormant := persisted(t, dir); len(live) != 0 || !slices.Equal(dormant, []string{c.twin}) {
+			if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{c.twin}) {
 				t.Fatalf("persisted live %v dormant %v, want dormant [%s]", live, dormant, c.twin)
 			}
 			mustApply(t, a, st)
@@ -327,7 +330,7 @@ func TestDropPairOnRemovalControl(t *testing.T) {
 	if twinServed(a, twinA) || pairOf(a, twinA) != nil {
 		t.Fatalf("%s served (%v) or recorded (%+v) after a drop on removal", twinA, twinServed(a, twinA), pairOf(a, twinA))
 	}
-	if live, dormant := persisted(t, dir); len(live)+len(dormant) != 0 {
+	if live, dormant := persisted(t, a); len(live)+len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want nothing", live, dormant)
 	}
 	if n := pruneLbl(a, PrunedOnRemoval); n != 1 {
@@ -366,20 +369,20 @@ func TestDormantPrunedOnlyWhenNotResubscribed(t *testing.T) {
 	if n := pruneLbl(a, PrunedNotResubscribed); n != 1 {
 		t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedNotResubscribed, n)
 	}
-	if live, dormant := persisted(t, dir); len(live)+len(dormant) != 0 {
+	if live, dormant := persisted(t, a); len(live)+len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want nothing", live, dormant)
 	}
 }
 
 // windowAgent runs f in a synctest bubble with an agent whose fetch
 // window is one minute, its state dir holding live and dormant pairs.
-func windowAgent(t *testing.T, live, dormant []string, ctl Controls, f func(a *Agent, dir string)) {
+func windowAgent(t *testing.T, live, dormant []string, ctl Controls, f func(a *Agent)) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		persist(t, dir, live, dormant)
 		a := pairAgent(t, dir, Options{PairFetchWindow: time.Minute, Controls: ctl})
 		mustApply(t, a, scenario(t))
-		f(a, dir)
+		f(a)
 	})
 }
 
@@ -387,7 +390,7 @@ func windowAgent(t *testing.T, live, dormant []string, ctl Controls, f func(a *A
 // of use is pruned with its twin; a held one (#1073), a re-subscribed
 // one and a dormant one are kept.
 func TestFetchWindow(t *testing.T) {
-	windowAgent(t, []string{twinA, twinB}, []string{twinAB}, Controls{}, func(a *Agent, dir string) {
+	windowAgent(t, []string{twinA, twinB}, []string{twinAB}, Controls{}, func(a *Agent) {
 		// twinA held, twinB not re-stated: the proxy no longer has it.
 		freshStream(a, 1, []string{twinAB}, []string{twinA})
 		time.Sleep(59 * time.Second)
@@ -412,7 +415,7 @@ func TestFetchWindow(t *testing.T) {
 		if n := testutil.ToFloat64(a.metrics.pairsPrunedLive); n != 0 {
 			t.Fatalf("pruned_live = %v, want 0: the pruned pair showed no use", n)
 		}
-		if live, dormant := persisted(t, dir); !slices.Equal(live, []string{twinA}) || !slices.Equal(dormant, []string{twinAB}) {
+		if live, dormant := persisted(t, a); !slices.Equal(live, []string{twinA}) || !slices.Equal(dormant, []string{twinAB}) {
 			t.Fatalf("persisted live %v dormant %v", live, dormant)
 		}
 	})
@@ -421,7 +424,7 @@ func TestFetchWindow(t *testing.T) {
 // TestFetchWindowSparesDormantWithoutEvidence: with no stream at all, the
 // window prunes the live carry-over and never the dormant one.
 func TestFetchWindowSparesDormantWithoutEvidence(t *testing.T) {
-	windowAgent(t, []string{twinA}, []string{twinAB}, Controls{}, func(a *Agent, _ string) {
+	windowAgent(t, []string{twinA}, []string{twinAB}, Controls{}, func(a *Agent) {
 		time.Sleep(61 * time.Second)
 		synctest.Wait()
 		if pairOf(a, twinA) != nil {
@@ -438,7 +441,7 @@ func TestFetchWindowSparesDormantWithoutEvidence(t *testing.T) {
 // the one fetched on a later request; without proxy metrics the prune
 // counts as live (evidence within the minute).
 func TestPruneUnfetchedSinceStartControl(t *testing.T) {
-	windowAgent(t, []string{twinA}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent, _ string) {
+	windowAgent(t, []string{twinA}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent) {
 		freshStream(a, 1, []string{twinA}, []string{twinA})
 		time.Sleep(30 * time.Second)
 		a.cdsRequest(streamID{stream: 1}, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
@@ -525,5 +528,33 @@ func TestDebugPairs(t *testing.T) {
 	}
 	if tB.Evidence != EvidencePersisted || tB.LastSeen != "" {
 		t.Fatalf("%s = %+v, want persisted with no last_seen", twinB, tB)
+	}
+}
+
+// BenchmarkAdmitPersisted is one on-demand admission with a state dir:
+// the pair's write must stay off the admission, which the proxy's paused
+// request waits on.
+func BenchmarkAdmitPersisted(b *testing.B) {
+	st, err := registry.ParseScenario("two-udp-services.yaml", readFixture(b, "two-udp-services.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		a, err := New(Options{Node: "node-a", Mode: constants.CaptureTProxy, StateDir: b.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Apply(st); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if refused := a.admit([]string{twinA}); len(refused) != 0 {
+			b.Fatalf("refused %v", refused)
+		}
+		b.StopTimer()
+		a.Flush()
+		b.StartTimer()
 	}
 }

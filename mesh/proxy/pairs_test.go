@@ -63,6 +63,7 @@ func (r *pairRig) startWindow(ctl agent.Controls, window time.Duration) {
 	r.t.Helper()
 	if r.stop != nil {
 		r.stop()
+		r.a.Flush()
 	}
 	r.reg = prometheus.NewRegistry()
 	a, err := agent.New(agent.Options{Node: "node-a", Mode: constants.CaptureTProxy, StateDir: r.stateDir,

@@ -558,3 +558,17 @@ func BenchmarkAdmitPersisted(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// TestPairWritesNeverLandOutOfOrder: a write of an older pair set that
+// starts after a newer one landed leaves the newer on disk.
+func TestPairWritesNeverLandOutOfOrder(t *testing.T) {
+	a := pairAgent(t, t.TempDir(), Options{})
+	older := pairstate.State{Live: []xdsnames.Twin{{Service: "svc-a", Namespace: "demo", SA: "client", SANamespace: "demo"}}}
+	newer := pairstate.State{Dormant: older.Live}
+	a.pairWrites.Add(2)
+	a.writePairs(2, newer)
+	a.writePairs(1, older)
+	if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{twinA}) {
+		t.Fatalf("persisted live %v dormant %v, want the newer set: dormant [%s]", live, dormant, twinA)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -35,12 +36,19 @@ type InboundOptions struct {
 	// ConnContext, when set, derives each connection's context, so the
 	// handler can read the QUIC connection's state (0-RTT, say).
 	ConnContext func(context.Context, *quic.Conn) context.Context
+	// ConnectionIDs issues the server's connection IDs; nil is quic-go's
+	// default. A hot restart tags them by process (mesh/proxy/hotrestart).
+	ConnectionIDs quic.ConnectionIDGenerator
 }
 
 // Inbound is one pod's HTTP/3 inbound.
 type Inbound struct {
 	opts InboundOptions
+	tr   *quic.Transport
+
+	mu   sync.Mutex
 	srv  *http3.Server
+	ln   *quic.EarlyListener
 	done chan error
 	// ticketKey encrypts session tickets when resumption is on. Every
 	// handshake's configuration is a fresh one, and a config without
@@ -59,23 +67,56 @@ func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
 	if o.TLS == nil || o.Handler == nil {
 		return nil, errors.New("h3 inbound: TLS and Handler are required")
 	}
-	in := &Inbound{opts: o, done: make(chan error, 1)}
+	in := &Inbound{opts: o, tr: &quic.Transport{Conn: conn, ConnectionIDGenerator: o.ConnectionIDs}}
 	if _, err := rand.Read(in.ticketKey[:]); err != nil {
 		return nil, fmt.Errorf("h3 inbound: session ticket key: %w", err)
 	}
-	in.srv = &http3.Server{
-		TLSConfig: &tls.Config{
-			MinVersion:             tls.VersionTLS13,
-			SessionTicketsDisabled: !o.EnableResumption,
-			GetConfigForClient:     in.configFor,
-		},
-		QUICConfig:  &quic.Config{Allow0RTT: o.EnableEarlyData},
-		Handler:     o.Handler,
-		ConnContext: o.ConnContext,
+	if err := in.serve(); err != nil {
+		_ = in.tr.Close()
+		return nil, err
 	}
-	go func() { in.done <- in.srv.Serve(conn) }()
 	return in, nil
 }
+
+// serve starts a server on a new listener of the transport.
+func (in *Inbound) serve() error {
+	tc := &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		SessionTicketsDisabled: !in.opts.EnableResumption,
+		GetConfigForClient:     in.configFor,
+	}
+	qc := &quic.Config{Allow0RTT: in.opts.EnableEarlyData}
+	// http3.Server.Serve sets these on the listener it makes; made here,
+	// they are set here.
+	ln, err := in.tr.ListenEarly(http3.ConfigureTLSConfig(tc), qc)
+	if err != nil {
+		return fmt.Errorf("h3 inbound: %w", err)
+	}
+	srv := &http3.Server{TLSConfig: tc, QUICConfig: qc, Handler: in.opts.Handler, ConnContext: in.opts.ConnContext}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeListener(ln) }()
+	in.mu.Lock()
+	in.srv, in.ln, in.done = srv, ln, done
+	in.mu.Unlock()
+	return nil
+}
+
+// Drain stops accepting connections and shuts the open ones gracefully:
+// each gets GOAWAY, its requests in flight finish, and those still open
+// when ctx ends are closed. The transport keeps reading the socket for
+// them (through a hot restart's gate, which passes the rest on).
+func (in *Inbound) Drain(ctx context.Context) {
+	in.mu.Lock()
+	srv, ln := in.srv, in.ln
+	in.mu.Unlock()
+	go func() {
+		_ = srv.Shutdown(ctx)
+		_ = ln.Close()
+	}()
+}
+
+// Resume serves again after Drain, on a new server.
+func (in *Inbound) Resume() error { return in.serve() }
 
 // configFor is the handshake's configuration with the R4 fields applied;
 // the chain's own configuration is never modified.
@@ -99,9 +140,13 @@ func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
 // Close stops serving and closes every connection; the socket is the
 // caller's.
 func (in *Inbound) Close() error {
-	err := in.srv.Close()
-	if serr := <-in.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {
-		return errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
+	in.mu.Lock()
+	srv, ln, done := in.srv, in.ln, in.done
+	in.mu.Unlock()
+	err := srv.Close()
+	_ = ln.Close()
+	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {
+		err = errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
 	}
-	return err
+	return errors.Join(err, in.tr.Close())
 }

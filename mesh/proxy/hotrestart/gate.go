@@ -2,7 +2,6 @@ package hotrestart
 
 import (
 	"crypto/rand"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -25,22 +24,19 @@ const ConnectionIDLen = 8
 type ConnectionIDs struct{ tag [4]byte }
 
 // NewConnectionIDs returns the issuer of the process of epoch.
-func NewConnectionIDs(epoch uint32) (*ConnectionIDs, error) {
+func NewConnectionIDs(epoch uint32) *ConnectionIDs {
 	var c ConnectionIDs
-	if _, err := rand.Read(c.tag[:3]); err != nil {
-		return nil, fmt.Errorf("hot restart: connection ID tag: %w", err)
-	}
+	// crypto/rand.Read never fails: it crashes the program instead.
+	_, _ = rand.Read(c.tag[:3])
 	c.tag[3] = byte(epoch)
-	return &c, nil
+	return &c
 }
 
 // GenerateConnectionID implements quic.ConnectionIDGenerator.
 func (c *ConnectionIDs) GenerateConnectionID() (quic.ConnectionID, error) {
 	var b [ConnectionIDLen]byte
 	copy(b[:], c.tag[:])
-	if _, err := rand.Read(b[len(c.tag):]); err != nil {
-		return quic.ConnectionID{}, err
-	}
+	_, _ = rand.Read(b[len(c.tag):])
 	return quic.ConnectionIDFromBytes(b[:]), nil
 }
 

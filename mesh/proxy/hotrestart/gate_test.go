@@ -40,8 +40,8 @@ func readOne(t *testing.T, g *Gate) string {
 // once the parent is gone.
 func TestGateSplitsPacketsBetweenParentAndChild(t *testing.T) {
 	sock, k := loopbackUDP(t)
-	parentIDs, _ := NewConnectionIDs(0)
-	childIDs, _ := NewConnectionIDs(1)
+	parentIDs := NewConnectionIDs(0)
+	childIDs := NewConnectionIDs(1)
 	pg := NewGate(sock, k, parentIDs)
 	ls := &gateListeners{fakeListeners: fakeListeners{sock: sock, key: k}, gate: pg}
 	path := SocketPath(t.TempDir()+"/hr", 0, 0)

@@ -189,3 +189,48 @@ func (r running) resume() error {
 	}
 	return nil
 }
+
+// TakeOver is the child's side of a hot restart once p runs: when p's
+// listeners are up it has the parent drain, and after shutdownAfter (the
+// parent shutdown time) it has the parent exit; it returns once the parent
+// is gone. If ctx ends first, the caller closes parent and the parent,
+// never told to exit, serves on.
+func TakeOver(ctx context.Context, p *Proxy, parent *hotrestart.Child, shutdownAfter time.Duration) error {
+	select {
+	case <-p.Ready():
+	case <-parent.ParentGone():
+		return parentLeft(parent)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := parent.Drain(); err != nil {
+		return err
+	}
+	p.opts.Log.Info("hot restart: listeners up, parent draining", "epoch", parent.Epoch(), "parent_shutdown_in", shutdownAfter)
+	t := time.NewTimer(shutdownAfter)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-parent.ParentGone():
+		return parentLeft(parent)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := parent.Terminate(); err != nil {
+		return err
+	}
+	select {
+	case <-parent.ParentGone():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.opts.Log.Info("hot restart: parent exited", "epoch", parent.Epoch())
+	return nil
+}
+
+func parentLeft(parent *hotrestart.Child) error {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("hot restart: connection to the parent failed: %w", err)
+	}
+	return nil
+}

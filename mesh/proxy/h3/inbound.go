@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -46,10 +47,16 @@ type Inbound struct {
 	opts InboundOptions
 	tr   *quic.Transport
 
-	mu   sync.Mutex
-	srv  *http3.Server
-	ln   *quic.EarlyListener
-	done chan error
+	mu  sync.Mutex
+	srv *http3.Server
+	// drained are servers Drain replaced; Close closes them too.
+	drained  []*http3.Server
+	ln       *quic.EarlyListener
+	done     chan error
+	draining bool
+	// lateShut is set once the server that took the drain's late
+	// handshakes is drained too: Resume needs a new one.
+	lateShut bool
 	// ticketKey encrypts session tickets when resumption is on. Every
 	// handshake's configuration is a fresh one, and a config without
 	// explicit keys seals tickets with keys of its own, which the next
@@ -78,7 +85,7 @@ func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
 	return in, nil
 }
 
-// serve starts a server on a new listener of the transport.
+// serve starts a server on the transport's listener, made on first use.
 func (in *Inbound) serve() error {
 	tc := &tls.Config{
 		MinVersion:             tls.VersionTLS13,
@@ -86,37 +93,80 @@ func (in *Inbound) serve() error {
 		GetConfigForClient:     in.configFor,
 	}
 	qc := &quic.Config{Allow0RTT: in.opts.EnableEarlyData}
-	// http3.Server.Serve sets these on the listener it makes; made here,
-	// they are set here.
-	ln, err := in.tr.ListenEarly(http3.ConfigureTLSConfig(tc), qc)
-	if err != nil {
-		return fmt.Errorf("h3 inbound: %w", err)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ln == nil {
+		// http3.Server.Serve sets these on the listener it makes; made
+		// here, they are set here.
+		ln, err := in.tr.ListenEarly(http3.ConfigureTLSConfig(tc), qc)
+		if err != nil {
+			return fmt.Errorf("h3 inbound: %w", err)
+		}
+		in.ln = ln
 	}
 	srv := &http3.Server{TLSConfig: tc, QUICConfig: qc, Handler: in.opts.Handler, ConnContext: in.opts.ConnContext}
 	done := make(chan error, 1)
+	ln := in.ln
 	go func() { done <- srv.ServeListener(ln) }()
-	in.mu.Lock()
-	in.srv, in.ln, in.done = srv, ln, done
-	in.mu.Unlock()
+	if in.srv != nil {
+		in.drained = append(in.drained, in.srv)
+	}
+	in.srv, in.done = srv, done
+	in.draining, in.lateShut = false, false
 	return nil
 }
 
-// Drain stops accepting connections and shuts the open ones gracefully:
-// each gets GOAWAY, its requests in flight finish, and those still open
-// when ctx ends are closed. The transport keeps reading the socket for
-// them (through a hot restart's gate, which passes the rest on).
+// Drain shuts the open connections gracefully: each gets GOAWAY, its
+// requests in flight finish, and those still open when ctx ends are
+// closed. The transport keeps reading the socket for them (through a hot
+// restart's gate, which passes the packets of new connections on). A
+// handshake already under way when the drain starts completes here, on a
+// second server that takes connections for a quarter of the drain and is
+// then drained itself.
 func (in *Inbound) Drain(ctx context.Context) {
+	old := in.srv
+	if err := in.serve(); err != nil {
+		_ = old.Shutdown(ctx)
+		return
+	}
 	in.mu.Lock()
-	srv, ln := in.srv, in.ln
+	late := in.srv
+	in.draining = true
 	in.mu.Unlock()
+	go func() { _ = old.Shutdown(ctx) }()
+	grace := time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		grace = time.Until(dl) / 4
+	}
 	go func() {
-		_ = srv.Shutdown(ctx)
-		_ = ln.Close()
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		in.mu.Lock()
+		still := in.draining && in.srv == late
+		in.lateShut = still
+		in.mu.Unlock()
+		if still {
+			_ = late.Shutdown(ctx)
+		}
 	}()
 }
 
-// Resume serves again after Drain, on a new server.
-func (in *Inbound) Resume() error { return in.serve() }
+// Resume serves again after Drain.
+func (in *Inbound) Resume() error {
+	in.mu.Lock()
+	shut := in.lateShut
+	in.draining = false
+	in.mu.Unlock()
+	if !shut {
+		// The late server serves on.
+		return nil
+	}
+	return in.serve()
+}
 
 // configFor is the handshake's configuration with the R4 fields applied;
 // the chain's own configuration is never modified.
@@ -141,8 +191,11 @@ func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
 // caller's.
 func (in *Inbound) Close() error {
 	in.mu.Lock()
-	srv, ln, done := in.srv, in.ln, in.done
+	srv, ln, done, drained := in.srv, in.ln, in.done, in.drained
 	in.mu.Unlock()
+	for _, d := range drained {
+		_ = d.Close()
+	}
 	err := srv.Close()
 	_ = ln.Close()
 	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {

@@ -1,6 +1,7 @@
 package hotrestart
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -253,4 +254,18 @@ func (p *Parent) rollBack(st childState) {
 			p.log.Error("hot restart: failed to restore the admin listener", "err", err)
 		}
 	}
+}
+
+// UntilTerminated is ctx, ended also when a child asks p's process to
+// exit.
+func UntilTerminated(ctx context.Context, p *Parent) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-p.Terminated():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx
 }

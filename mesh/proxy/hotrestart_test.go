@@ -97,17 +97,17 @@ func (e *epoch) stop() { e.cancel(); <-e.done }
 // listeners and, in the same pod, an app behind the mTLS inbound on TCP
 // 18008 (HTTP/2) and the QUIC inbound on UDP 18008 (HTTP/3).
 type hotRestartMesh struct {
-	rig  *proxytest.Rig
-	srv  *proxytest.Server
-	svc  proxytest.Service
-	h2   *http.Client
-	h3   *http3.Transport
+	rig *proxytest.Rig
+	srv *proxytest.Server
+	svc proxytest.Service
+	h2  *http.Client
+	h3  *http3.Transport
 	// quic are the HTTP/3 client's connections, whose loss counts are the
 	// witness that no QUIC packet was dropped.
 	quicMu sync.Mutex
 	quic   []*quic.Conn
 	app    atomic.Int64
-	want []string
+	want   []string
 }
 
 func newHotRestartMesh(t *testing.T) *hotRestartMesh {

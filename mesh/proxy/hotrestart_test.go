@@ -465,3 +465,49 @@ func sumMetric(t *testing.T, p *proxy.Proxy, family, listener string) float64 {
 	}
 	return sum
 }
+
+// A child that dies after the parent drained, before telling it to exit,
+// leaves the parent serving: it resumes accepting and reading on what it
+// handed over, and UDP, TCP, HTTP/2 and HTTP/3 exchanges through it all
+// succeed.
+func TestHotRestartRollsBack(t *testing.T) {
+	m := newHotRestartMesh(t)
+	sock := filepath.Join(t.TempDir(), "hr")
+	parent := startEpoch(t, m.rig, m.srv, sock, 0)
+	m.waitListeners(t, parent.p)
+
+	child := startEpoch(t, m.rig, m.srv, sock, 1)
+	<-child.p.Ready()
+	// TakeOver drains the parent as soon as the child is ready, and tells
+	// it to exit only after rigParentShutdownTime.
+	time.Sleep(rigParentShutdownTime / 4)
+	child.stop()
+	select {
+	case err := <-child.takeOver:
+		if err == nil {
+			t.Fatal("the child's take-over completed; the test needs it cut short")
+		}
+	default:
+	}
+	// The parent's pooled connections to the child are gone; new ones
+	// reach the parent.
+	m.h2.CloseIdleConnections()
+	time.Sleep(100 * time.Millisecond)
+
+	stop := make(chan struct{})
+	flows, wg := m.drive(t, stop)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	for _, f := range flows {
+		t.Logf("after the child died: %s", f)
+		if f.fail.Load() != 0 || f.ok.Load() == 0 {
+			t.Errorf("after the child died: %s; want the parent to serve every exchange", f)
+		}
+	}
+	select {
+	case <-parent.done:
+		t.Fatal("the parent exited")
+	default:
+	}
+}

@@ -131,6 +131,9 @@ func (l *Listener) Drain(ctx context.Context) error {
 	if err := l.loop.Pause(); err != nil {
 		return err
 	}
+	// Only the connections open now are drained: after a Resume, new ones
+	// serve on.
+	conns := l.loop.Conns()
 	l.mu.Lock()
 	plain := make([]*http.Server, 0, len(l.plain))
 	for s := range l.plain {
@@ -143,7 +146,7 @@ func (l *Listener) Drain(ctx context.Context) error {
 	}
 	go func() {
 		<-ctx.Done()
-		for _, c := range l.loop.Conns() {
+		for _, c := range conns {
 			_ = c.Close()
 		}
 	}()

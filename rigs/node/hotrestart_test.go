@@ -31,10 +31,12 @@ func TestRestartEpochArguments(t *testing.T) {
 	}
 }
 
-// A node's proxy hot restarts twice (epochs 0 → 1 → 2) while the client
-// pod sends a steady stream of datagrams through it: every one is
-// answered, each epoch's process replaces the last (its pid is n.ProxyPID,
-// the old one is gone), and each writes its own log in the run.
+// A node's proxy hot restarts twice (epochs 0 → 1 → 2), the second time
+// while the node's agent restarts (#1085: the new epoch starts with no
+// agent to configure it), as the client pod sends a steady stream of
+// datagrams through it: every one is answered, each epoch's process
+// replaces the last (its pid is n.ProxyPID, the old one is gone), and each
+// writes its own log in the run.
 func TestHotRestartProxy(t *testing.T) {
 	c := meshUp(t)
 	n, client := c.Node("node-a"), c.Pod("default", "client")
@@ -77,7 +79,13 @@ func TestHotRestartProxy(t *testing.T) {
 	})
 	for epoch := 1; epoch <= 2; epoch++ {
 		old := n.ProxyPID()
-		if err := c.HotRestartProxy(context.Background(), n); err != nil {
+		var err error
+		if epoch == 1 {
+			err = c.HotRestartProxy(context.Background(), n)
+		} else {
+			err = hotRestartDuringAgentRestart(c, n)
+		}
+		if err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("hot restart to epoch %d: %v", epoch, err)
@@ -103,4 +111,20 @@ func TestHotRestartProxy(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hotRestartDuringAgentRestart stops n's agent, starts the proxy's hot
+// restart, and brings the agent back while the new epoch waits for its
+// configuration (the old one serves meanwhile).
+func hotRestartDuringAgentRestart(c *Cluster, n *Node) error {
+	if err := c.StopAgent(n); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.HotRestartProxy(context.Background(), n) }()
+	time.Sleep(500 * time.Millisecond)
+	if err := c.StartAgent(context.Background(), n); err != nil {
+		return err
+	}
+	return <-done
 }

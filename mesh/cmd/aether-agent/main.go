@@ -66,8 +66,10 @@ func run() error {
 		sharedEDS    = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
 		listen       listFlag
 		mt           mtlsFlags
+		pf           pairFlags
 	)
 	mt.register()
+	pf.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
 
@@ -112,6 +114,9 @@ func run() error {
 		Controls: agent.Controls{RefuseTwin: *refuseTwin, UnansweredRefusals: *unanswered, TwinSharesBaseEDS: *sharedEDS}}
 	rotated, err := mt.apply(&opts)
 	if err != nil {
+		return err
+	}
+	if err := pf.apply(&opts); err != nil {
 		return err
 	}
 	if opts.HTTP != nil {

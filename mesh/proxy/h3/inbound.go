@@ -124,7 +124,9 @@ func (in *Inbound) serve() error {
 // second server that takes connections for a quarter of the drain and is
 // then drained itself.
 func (in *Inbound) Drain(ctx context.Context) {
+	in.mu.Lock()
 	old := in.srv
+	in.mu.Unlock()
 	if err := in.serve(); err != nil {
 		_ = old.Shutdown(ctx)
 		return

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
 // InboundOptions are what a QuicDownstreamTransport configures.
@@ -35,12 +37,21 @@ type InboundOptions struct {
 	// ConnContext, when set, derives each connection's context, so the
 	// handler can read the QUIC connection's state (0-RTT, say).
 	ConnContext func(context.Context, *quic.Conn) context.Context
+	// Observer, when set, is told every handshake refused (by reason),
+	// every peer accepted and every datagram dropped before a connection
+	// took it (observe.go).
+	Observer Observer
+	// Trusted says whether a trust domain has a bundle: a refused peer
+	// from a domain without one is counted as foreign.
+	Trusted func(spiffeid.TrustDomain) bool
 }
 
 // Inbound is one pod's HTTP/3 inbound.
 type Inbound struct {
 	opts InboundOptions
 	srv  *http3.Server
+	tr   *quic.Transport
+	ln   *quic.EarlyListener
 	done chan error
 	// ticketKey encrypts session tickets when resumption is on. Every
 	// handshake's configuration is a fresh one, and a config without
@@ -63,23 +74,41 @@ func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
 	if _, err := rand.Read(in.ticketKey[:]); err != nil {
 		return nil, fmt.Errorf("h3 inbound: session ticket key: %w", err)
 	}
-	in.srv = &http3.Server{
-		TLSConfig: &tls.Config{
-			MinVersion:             tls.VersionTLS13,
-			SessionTicketsDisabled: !o.EnableResumption,
-			GetConfigForClient:     in.configFor,
-		},
-		QUICConfig:  &quic.Config{Allow0RTT: o.EnableEarlyData},
-		Handler:     o.Handler,
-		ConnContext: o.ConnContext,
+	in.srv = &http3.Server{Handler: o.Handler, ConnContext: o.ConnContext}
+	// The server runs on a transport of its own, rather than
+	// http3.Server.Serve's, so that what quic-go drops before any
+	// connection takes it can be counted (observe.go).
+	in.tr = &quic.Transport{Conn: conn}
+	if o.Observer != nil {
+		in.tr.Tracer = dropRecorder{o.Observer}
 	}
-	go func() { in.done <- in.srv.Serve(conn) }()
+	tc := http3.ConfigureTLSConfig(&tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		SessionTicketsDisabled: !o.EnableResumption,
+		GetConfigForClient:     in.configFor,
+	})
+	ln, err := in.tr.ListenEarly(tc, &quic.Config{Allow0RTT: o.EnableEarlyData})
+	if err != nil {
+		return nil, fmt.Errorf("h3 inbound: listen: %w", err)
+	}
+	in.ln = ln
+	if o.Observer != nil {
+		go in.countNonQUIC()
+	}
+	go func() { in.done <- in.srv.ServeListener(ln) }()
 	return in, nil
 }
 
-// configFor is the handshake's configuration with the R4 fields applied;
-// the chain's own configuration is never modified.
+// configFor is the handshake's configuration with the R4 fields applied
+// and the observer's hooks; the chain's own configuration is never
+// modified.
 func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+	// QUIC requires ALPN; Go's server would refuse a hello without h3
+	// too, but without saying so to anyone who counts.
+	if !slices.Contains(chi.SupportedProtos, http3.NextProtoH3) {
+		in.refused(RefusedBadALPN)
+		return nil, fmt.Errorf("h3 inbound: client offers ALPN %q, not %q", chi.SupportedProtos, http3.NextProtoH3)
+	}
 	c, err := in.opts.TLS(chi)
 	if err != nil {
 		return nil, fmt.Errorf("h3 inbound: no TLS context for server name %q: %w", chi.ServerName, err)
@@ -93,6 +122,9 @@ func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
 	if in.opts.EnableResumption {
 		c.SetSessionTicketKeys([][32]byte{in.ticketKey})
 	}
+	if in.opts.Observer != nil {
+		in.observeVerification(c)
+	}
 	return c, nil
 }
 
@@ -100,8 +132,10 @@ func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
 // caller's.
 func (in *Inbound) Close() error {
 	err := in.srv.Close()
+	err = errors.Join(err, in.ln.Close())
 	if serr := <-in.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {
-		return errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
+		err = errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
 	}
-	return err
+	// The transport did not create conn, so closing it leaves conn open.
+	return errors.Join(err, in.tr.Close())
 }

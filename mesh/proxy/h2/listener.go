@@ -124,6 +124,7 @@ func (l *Listener) handle(c net.Conn) {
 	}
 	conn := &downstream{chain: chain, peer: peer.String(), own: own}
 	l.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+	l.opts.Pool.releaseDownstream(conn)
 }
 
 // handshake runs the server handshake with the chain the SNI selects and
@@ -179,6 +180,7 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	go func() { _ = srv.Serve(one) }()
 	<-one.done
 	_ = srv.Close()
+	l.opts.Pool.releaseDownstream(conn)
 }
 
 // oneConn is a net.Listener that yields one connection, so that net/http

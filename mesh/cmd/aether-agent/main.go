@@ -66,8 +66,10 @@ func run() error {
 		sharedEDS    = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
 		listen       listFlag
 		mt           mtlsFlags
+		ctl          quicControlFlags
 	)
 	mt.register()
+	ctl.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
 
@@ -110,6 +112,7 @@ func run() error {
 
 	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg,
 		Controls: agent.Controls{RefuseTwin: *refuseTwin, UnansweredRefusals: *unanswered, TwinSharesBaseEDS: *sharedEDS}}
+	ctl.apply(&opts.Controls)
 	rotated, err := mt.apply(&opts)
 	if err != nil {
 		return err

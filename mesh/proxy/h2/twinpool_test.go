@@ -31,6 +31,7 @@ type handshakes struct {
 	n  int
 }
 
+func (h *handshakes) Started()              {}
 func (h *handshakes) Refused(string)        {}
 func (h *handshakes) Dropped(string)        {}
 func (h *handshakes) Accepted(string, bool) { h.mu.Lock(); h.n++; h.mu.Unlock() }

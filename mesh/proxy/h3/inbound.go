@@ -81,6 +81,10 @@ func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
 	in.tr = &quic.Transport{Conn: conn}
 	if o.Observer != nil {
 		in.tr.Tracer = dropRecorder{o.Observer}
+		in.tr.ConnContext = func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+			o.Observer.Started()
+			return ctx, nil
+		}
 	}
 	tc := http3.ConfigureTLSConfig(&tls.Config{
 		MinVersion:             tls.VersionTLS13,

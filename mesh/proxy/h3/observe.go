@@ -17,6 +17,10 @@ import (
 // proxy can count each: the destination's own view of its peers, beside
 // what the app records. Its methods must not block.
 type Observer interface {
+	// Started is one connection quic-go began for a new client's
+	// Initial; it ends accepted, refused, or never handshaken (a forged
+	// Initial, a client that went away).
+	Started()
 	// Refused is one handshake refused, by a Refused* reason.
 	Refused(reason string)
 	// Accepted is one handshake whose peer passed verification: a full

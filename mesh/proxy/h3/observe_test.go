@@ -25,12 +25,14 @@ import (
 type tally struct {
 	mu                         sync.Mutex
 	refused, accepted, dropped map[string]int
+	started                    int
 }
 
 func newTally() *tally {
 	return &tally{refused: map[string]int{}, accepted: map[string]int{}, dropped: map[string]int{}}
 }
 
+func (t *tally) Started()         { t.mu.Lock(); t.started++; t.mu.Unlock() }
 func (t *tally) Refused(r string) { t.mu.Lock(); t.refused[r]++; t.mu.Unlock() }
 func (t *tally) Accepted(p string, resumed bool) {
 	t.mu.Lock()
@@ -150,6 +152,13 @@ func TestInboundCountsRefusalsByReason(t *testing.T) {
 	}
 	if n := obs.get(&obs.accepted, "spiffe://aether.test/ns/demo/sa/client resumed=false"); n != 1 {
 		t.Fatalf("accepted = %v, want the valid client once", obs.accepted)
+	}
+	// Every client above sent an Initial that began a connection.
+	obs.mu.Lock()
+	started := obs.started
+	obs.mu.Unlock()
+	if started != 5 {
+		t.Fatalf("started = %d after 5 clients' Initials", started)
 	}
 
 	junk, err := net.Dial("udp", addr)

@@ -50,6 +50,7 @@ type Metrics struct {
 	httpRequests, httpRefused, httpConns *prometheus.CounterVec
 	httpAcceptErrors                     *prometheus.CounterVec
 	quicRefused, quicAccepted, quicDrops *prometheus.CounterVec
+	quicStarted                          *prometheus.CounterVec
 
 	mu           sync.Mutex
 	udpListeners map[string]*UDPListener
@@ -97,6 +98,7 @@ func New() *Metrics {
 	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
 	m.httpAcceptErrors = cv("aether_proxy_http_accept_errors_total", "Failed accepts on an HTTP listener (each is followed by a backoff).", "listener")
 	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
+	m.quicStarted = cv("aether_proxy_quic_inbound_connections_started_total", "Connections a QUIC inbound began for a new client's Initial, whether or not their handshake ends.", "listener")
 	m.quicRefused = cv("aether_proxy_quic_inbound_refused_total", "Handshakes a QUIC inbound refused, by reason.", "listener", "reason")
 	m.quicAccepted = cv("aether_proxy_quic_inbound_handshakes_total", "Handshakes a QUIC inbound accepted, by the peer's SPIFFE ID and whether the session resumed.", "listener", "peer", "resumed")
 	m.quicDrops = cv("aether_proxy_quic_inbound_dropped_datagrams_total", "Datagrams a QUIC inbound dropped before any connection took them, by quic-go's trigger (not_quic: not a QUIC packet at all).", "listener", "reason")
@@ -239,6 +241,9 @@ type QUICInbound struct {
 
 // QUICInbound returns the handles of QUIC inbound listener name.
 func (m *Metrics) QUICInbound(name string) *QUICInbound { return &QUICInbound{m: m, name: name} }
+
+// Started counts one connection begun for a new client's Initial.
+func (q *QUICInbound) Started() { q.m.quicStarted.WithLabelValues(q.name).Inc() }
 
 // Refused counts one refused handshake.
 func (q *QUICInbound) Refused(reason string) { q.m.quicRefused.WithLabelValues(q.name, reason).Inc() }

@@ -86,6 +86,10 @@ type Controls struct {
 	// on every QUIC chain, past the quic_r4_pinned gate: a resumed
 	// session is not re-verified before its 0-RTT request is served (R4).
 	QUICResumption bool
+	// QUICInboundWildcard binds each QUIC inbound to 0.0.0.0 with
+	// IP_TRANSPARENT: a pod app's own dial of a peer's 18008, diverted
+	// into its netns, lands in its own inbound.
+	QUICInboundWildcard bool
 	// OmitDNSSANs issues the node's SVIDs without their DNS SANs, so a
 	// twin's name check fails after the peer's identity verified (Q5).
 	OmitDNSSANs bool
@@ -187,9 +191,9 @@ func New(opts Options) (*Agent, error) {
 		h.EastWest = false
 		a.opts.HTTP = &h
 	}
-	if opts.Controls.QUICResumption && a.opts.HTTP != nil {
+	if ctl := opts.Controls; (ctl.QUICResumption || ctl.QUICInboundWildcard) && a.opts.HTTP != nil {
 		h := *a.opts.HTTP
-		h.QUICResumption = true
+		h.QUICResumption, h.QUICInboundWildcard = ctl.QUICResumption, ctl.QUICInboundWildcard
 		a.opts.HTTP = &h
 	}
 	a.builder.HTTP = a.opts.HTTP

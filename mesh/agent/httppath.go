@@ -45,8 +45,10 @@ type HTTPPath struct {
 	// select each local account's twin, fetched on demand.
 	EastWest bool
 	// QUICResumption states the R4 fields true on every QUIC chain
-	// (Controls.QUICResumption): a control, never a mesh setting.
-	QUICResumption bool
+	// (Controls.QUICResumption), and QUICInboundWildcard binds QUIC
+	// inbounds to 0.0.0.0, transparent (Controls.QUICInboundWildcard):
+	// controls, never mesh settings.
+	QUICResumption, QUICInboundWildcard bool
 }
 
 // LocalAccounts are the service accounts of the node's pods: the SVIDs
@@ -235,6 +237,9 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 			q, err := eastwest.QuicInbound(in, p.Namespace, p.Name, p.NetnsPath)
 			if err == nil && h.QUICResumption {
 				q, err = eastwest.WithResumption(q)
+			}
+			if err == nil && h.QUICInboundWildcard {
+				q = eastwest.WithWildcard(q)
 			}
 			if err != nil {
 				return false, err

@@ -170,3 +170,35 @@ func TestControlTwinSharedCert(t *testing.T) {
 		}
 	}
 }
+
+// A QUIC inbound binds its pod's own address, not transparent, so a pod
+// app's own dial of a peer's 18008, which the capture diverts into the
+// pod's netns, finds no socket; the control binds 0.0.0.0, transparent.
+func TestQUICInboundBindsThePodAddress(t *testing.T) {
+	for _, c := range []struct {
+		ctl         Controls
+		addr        string
+		transparent bool
+	}{
+		{Controls{}, "10.244.2.10", false},
+		{Controls{QUICInboundWildcard: true}, "0.0.0.0", true},
+	} {
+		a, st, _ := quicControlsAgent(t, "node-b", c.ctl)
+		if err := a.Apply(st); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := a.Current()
+		var l *listener.Listener
+		for _, r := range out.Resources[resource.ListenerType] {
+			if r.(*listener.Listener).GetName() == xdsnames.QuicInboundListener("demo", "api-0") {
+				l = r.(*listener.Listener)
+			}
+		}
+		if l == nil {
+			t.Fatal("no QUIC inbound for api-0")
+		}
+		if got := l.GetAddress().GetSocketAddress().GetAddress(); got != c.addr || l.GetTransparent().GetValue() != c.transparent {
+			t.Fatalf("%+v: api-0's QUIC inbound binds %s transparent=%v, want %s transparent=%v", c.ctl, got, l.GetTransparent().GetValue(), c.addr, c.transparent)
+		}
+	}
+}

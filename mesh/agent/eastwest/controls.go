@@ -42,6 +42,17 @@ func WithResumption(l *listenerv3.Listener) (*listenerv3.Listener, error) {
 	return out, nil
 }
 
+// WithWildcard is a QUIC inbound bound to 0.0.0.0 with IP_TRANSPARENT
+// instead of the pod's own address: it takes the pod's own UDP egress to
+// a peer's 18008, which the capture diverts into the pod's netns, and
+// answers it as this pod.
+func WithWildcard(l *listenerv3.Listener) *listenerv3.Listener {
+	out := proto.Clone(l).(*listenerv3.Listener)
+	out.GetAddress().GetSocketAddress().Address = "0.0.0.0"
+	out.Transparent = wrapperspb.Bool(true)
+	return out
+}
+
 // WithCertificate is twin c presenting the SVID named id instead of its
 // source account's: every source's twin then arrives as id.
 func WithCertificate(c *clusterv3.Cluster, id string) (*clusterv3.Cluster, error) {

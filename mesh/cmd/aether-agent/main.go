@@ -117,12 +117,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	roots, err := ctl.roots(&opts, logger)
+	if err != nil {
+		return err
+	}
 	if opts.HTTP != nil {
 		// East-west QUIC rides the mTLS path; --mesh-transport h2 turns
 		// it off again (agent.New).
 		opts.HTTP.EastWest = true
 	}
-	if opts.Controls != (agent.Controls{}) {
+	if opts.Controls != (agent.Controls{}) || roots != nil {
 		logger.Warn("test-only controls are on: this agent breaks the mesh on purpose", "controls", fmt.Sprintf("%+v", opts.Controls))
 	}
 	a, err := agent.New(opts)
@@ -175,6 +179,9 @@ func run() error {
 	}
 	src = warnUnknownNode(src, *node, logger)
 	go func() { errc <- a.Run(ctx, src) }()
+	if roots != nil {
+		go roots.watch(ctx)
+	}
 	if rotated != nil {
 		go func() {
 			if err := rotated.Run(ctx); err != nil {

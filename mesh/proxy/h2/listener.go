@@ -66,6 +66,7 @@ type Listener struct {
 	cfg      atomic.Pointer[listener.HTTP]
 	clusters Clusters
 	opts     Options
+	stats    *metrics.HTTPListener
 	h2       *http2.Server
 	loop     *accept.Loop[net.Conn]
 }
@@ -86,8 +87,8 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	}
 	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout}}
 	l.cfg.Store(spec.HTTP)
-	stats := o.Metrics.HTTPListener(spec.Name)
-	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: stats.AcceptErrors})
+	l.stats = o.Metrics.HTTPListener(spec.Name)
+	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: l.stats.AcceptErrors})
 	l.loop.Serve(l.handle)
 	return l
 }

@@ -39,9 +39,8 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 	if err != nil {
 		return nil, err
 	}
-	base := &Listener{name: spec.Name, clusters: clusters, opts: o}
+	base := &Listener{name: spec.Name, clusters: clusters, opts: o, stats: o.Metrics.HTTPListener(spec.Name)}
 	base.cfg.Store(spec.HTTP)
-	o.Metrics.HTTPListener(spec.Name)
 	q := &QUICListener{Listener: base, conn: conn}
 	q.in, err = h3.ServeInbound(conn.UDPConn, h3.InboundOptions{
 		TLS:              q.serverConfig,

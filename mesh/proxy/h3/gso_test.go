@@ -1,0 +1,80 @@
+package h3
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/aether-mesh/aether/mesh/transparent"
+)
+
+// gsoOf serves HTTP/3 on server, dials it from a QUIC transport on
+// client, and returns whether each end's connection sends with GSO, as
+// quic-go reports it (ConnectionState.GSO).
+func gsoOf(t *testing.T, server, client net.PacketConn) (serverGSO, clientGSO bool) {
+	t.Helper()
+	ca := newCA(t, "aether.test")
+	svid := tlsCert(issue(t, ca, "svc-b", false))
+	gso := make(chan bool, 1)
+	in, err := ServeInbound(server, InboundOptions{
+		TLS: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return &tls.Config{Certificates: []tls.Certificate{svid}}, nil
+		},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }),
+		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			gso <- c.ConnectionState().GSO
+			return ctx
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close() })
+	tr := &quic.Transport{Conn: client}
+	t.Cleanup(func() { _ = tr.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := tr.Dial(ctx, server.LocalAddr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h3"}, ServerName: sni}, nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.CloseWithError(0, "")
+	select {
+	case serverGSO = <-gso:
+	case <-ctx.Done():
+		t.Fatal("the server never saw the connection")
+	}
+	return serverGSO, c.ConnectionState().GSO
+}
+
+// TestSocketsKeepGSO: the sockets the proxy gives quic-go (the inbound's
+// and the twins' upstream one, from transparent.ListenUDP) let it send
+// with GSO, which it does only on a *net.UDPConn whose kernel takes
+// UDP_SEGMENT. Without GSO every QUIC packet of a large response is its
+// own sendmsg. The control: the same sockets behind a bare
+// net.PacketConn, where quic-go turns GSO off.
+func TestSocketsKeepGSO(t *testing.T) {
+	listen := func(o transparent.Options) *transparent.UDPConn {
+		c, err := transparent.ListenUDP("", netip.MustParseAddrPort("127.0.0.1:0"), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	srv, cli := gsoOf(t, plainConn{listen(transparent.Options{ReuseAddr: true})}, plainConn{listen(transparent.Options{})})
+	if srv || cli {
+		t.Fatalf("control: GSO server %v client %v behind a bare net.PacketConn, want off: the check cannot tell", srv, cli)
+	}
+	srv, cli = gsoOf(t, listen(transparent.Options{ReuseAddr: true}).UDPConn, listen(transparent.Options{}).UDPConn)
+	if !srv || !cli {
+		t.Fatalf("GSO server %v client %v on the proxy's sockets, want on for both", srv, cli)
+	}
+}

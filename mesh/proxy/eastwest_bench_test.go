@@ -50,9 +50,11 @@ func BenchmarkEastWest(b *testing.B) {
 			for i, tr := range []agent.MeshTransport{agent.TransportH2, agent.TransportAuto} {
 				// The label reaches every goroutine the run starts (the
 				// proxy's included), so a CPU profile splits by transport:
-				// pprof -tagfocus transport=auto.
-				pprof.Do(context.Background(), pprof.Labels("transport", string(tr)), func(context.Context) {
-					first[i], cost[i] = runEastWest(b, rig, tr, inflight)
+				// pprof -tagfocus transport=auto; the client's goroutines
+				// also carry role=client, and the app's none, so
+				// -tagignore role=client leaves the proxy's own.
+				pprof.Do(context.Background(), pprof.Labels("transport", string(tr)), func(ctx context.Context) {
+					first[i], cost[i] = runEastWest(ctx, b, rig, tr, inflight)
 				})
 			}
 			b.ReportMetric(first[0], "first-ms-h2")
@@ -71,7 +73,7 @@ func BenchmarkEastWest(b *testing.B) {
 // heap allocations and bytes allocated.
 type reqCost struct{ cpu, allocs, bytes float64 }
 
-func runEastWest(b *testing.B, rig *proxytest.Rig, transport agent.MeshTransport, inflight int) (firstMS float64, perReq reqCost) {
+func runEastWest(labels context.Context, b *testing.B, rig *proxytest.Rig, transport agent.MeshTransport, inflight int) (firstMS float64, perReq reqCost) {
 	st := eastWestMesh(rig)
 	dir := b.TempDir()
 	target, _ := runEastWestAgent(b, st, transport, dir)
@@ -83,6 +85,8 @@ func runEastWest(b *testing.B, rig *proxytest.Rig, transport agent.MeshTransport
 	waitListener(b, p, "http-outbound~demo~web-0")
 	waitListener(b, p, "http-inbound~demo~api-0")
 
+	pprof.SetGoroutineLabels(pprof.WithLabels(labels, pprof.Labels("role", "client")))
+	defer pprof.SetGoroutineLabels(labels)
 	clients := make([]*http.Client, inflight)
 	for i := range clients {
 		clients[i] = podClient(rig)

@@ -12,13 +12,14 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
 	"github.com/aether-mesh/aether/mesh/transparent"
 )
 
 // gsoOf serves HTTP/3 on server, dials it from a QUIC transport on
 // client, and returns whether each end's connection sends with GSO, as
 // quic-go reports it (ConnectionState.GSO).
-func gsoOf(t *testing.T, server, client net.PacketConn) (serverGSO, clientGSO bool) {
+func gsoOf(t *testing.T, server, client net.PacketConn, ids quic.ConnectionIDGenerator) (serverGSO, clientGSO bool) {
 	t.Helper()
 	ca := newCA(t, "aether.test")
 	svid := tlsCert(issue(t, ca, "svc-b", false))
@@ -32,6 +33,7 @@ func gsoOf(t *testing.T, server, client net.PacketConn) (serverGSO, clientGSO bo
 			gso <- c.ConnectionState().GSO
 			return ctx
 		},
+		ConnectionIDs: ids,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,12 +56,13 @@ func gsoOf(t *testing.T, server, client net.PacketConn) (serverGSO, clientGSO bo
 	return serverGSO, c.ConnectionState().GSO
 }
 
-// TestSocketsKeepGSO: the sockets the proxy gives quic-go (the inbound's
-// and the twins' upstream one, from transparent.ListenUDP) let it send
-// with GSO, which it does only on a *net.UDPConn whose kernel takes
-// UDP_SEGMENT. Without GSO every QUIC packet of a large response is its
-// own sendmsg. The control: the same sockets behind a bare
-// net.PacketConn, where quic-go turns GSO off.
+// TestSocketsKeepGSO: the sockets the proxy gives quic-go (the inbound's,
+// read through its hot restart gate, and the twins' upstream one, from
+// transparent.ListenUDP) let it send with GSO, which it does only on a
+// connection that offers the socket's own (a *net.UDPConn, or a type
+// embedding one) whose kernel takes UDP_SEGMENT. Without GSO every QUIC
+// packet of a large response is its own sendmsg. The control: the same
+// sockets behind a bare net.PacketConn, where quic-go turns GSO off.
 func TestSocketsKeepGSO(t *testing.T) {
 	listen := func(o transparent.Options) *transparent.UDPConn {
 		c, err := transparent.ListenUDP("", netip.MustParseAddrPort("127.0.0.1:0"), o)
@@ -69,12 +72,18 @@ func TestSocketsKeepGSO(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	srv, cli := gsoOf(t, plainConn{listen(transparent.Options{ReuseAddr: true})}, plainConn{listen(transparent.Options{})})
+	srv, cli := gsoOf(t, plainConn{listen(transparent.Options{ReuseAddr: true})}, plainConn{listen(transparent.Options{})}, nil)
 	if srv || cli {
 		t.Fatalf("control: GSO server %v client %v behind a bare net.PacketConn, want off: the check cannot tell", srv, cli)
 	}
-	srv, cli = gsoOf(t, listen(transparent.Options{ReuseAddr: true}).UDPConn, listen(transparent.Options{}).UDPConn)
+	srv, cli = gsoOf(t, listen(transparent.Options{ReuseAddr: true}).UDPConn, listen(transparent.Options{}).UDPConn, nil)
 	if !srv || !cli {
 		t.Fatalf("GSO server %v client %v on the proxy's sockets, want on for both", srv, cli)
+	}
+	in := listen(transparent.Options{ReuseAddr: true})
+	ids := hotrestart.NewConnectionIDs(1)
+	gate := hotrestart.NewGate(in.UDPConn, hotrestart.Key{Network: "udp", Addr: in.LocalAddr().(*net.UDPAddr).AddrPort()}, ids)
+	if srv, _ = gsoOf(t, gate, listen(transparent.Options{}).UDPConn, ids); !srv {
+		t.Fatal("GSO off on the inbound's socket read through its hot restart gate, want on")
 	}
 }

@@ -74,6 +74,7 @@ type Listener struct {
 	cfg      atomic.Pointer[listener.HTTP]
 	clusters Clusters
 	opts     Options
+	stats    *metrics.HTTPListener
 	h2       *http2.Server
 	loop     *accept.Loop[net.Conn]
 	// graceful's Shutdown sends GOAWAY on every connection h2 serves.
@@ -104,8 +105,8 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	// fail without a TLS configuration.
 	_ = http2.ConfigureServer(l.graceful, l.h2)
 	l.cfg.Store(spec.HTTP)
-	stats := o.Metrics.HTTPListener(spec.Name)
-	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: stats.AcceptErrors})
+	l.stats = o.Metrics.HTTPListener(spec.Name)
+	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: l.stats.AcceptErrors})
 	l.loop.Serve(l.handle)
 	return l
 }

@@ -67,9 +67,11 @@ func run() error {
 		listen       listFlag
 		mt           mtlsFlags
 		pf           pairFlags
+		ctl          quicControlFlags
 	)
 	mt.register()
 	pf.register()
+	ctl.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
 
@@ -112,6 +114,7 @@ func run() error {
 
 	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg,
 		Controls: agent.Controls{RefuseTwin: *refuseTwin, UnansweredRefusals: *unanswered, TwinSharesBaseEDS: *sharedEDS}}
+	ctl.apply(&opts.Controls)
 	rotated, err := mt.apply(&opts)
 	if err != nil {
 		return err
@@ -119,12 +122,16 @@ func run() error {
 	if err := pf.apply(&opts); err != nil {
 		return err
 	}
+	roots, err := ctl.roots(&opts, logger)
+	if err != nil {
+		return err
+	}
 	if opts.HTTP != nil {
 		// East-west QUIC rides the mTLS path; --mesh-transport h2 turns
 		// it off again (agent.New).
 		opts.HTTP.EastWest = true
 	}
-	if opts.Controls != (agent.Controls{}) {
+	if opts.Controls != (agent.Controls{}) || roots != nil {
 		logger.Warn("test-only controls are on: this agent breaks the mesh on purpose", "controls", fmt.Sprintf("%+v", opts.Controls))
 	}
 	a, err := agent.New(opts)
@@ -177,6 +184,9 @@ func run() error {
 	}
 	src = warnUnknownNode(src, *node, logger)
 	go func() { errc <- a.Run(ctx, src) }()
+	if roots != nil {
+		go roots.watch(ctx)
+	}
 	if rotated != nil {
 		go func() {
 			if err := rotated.Run(ctx); err != nil {

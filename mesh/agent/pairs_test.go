@@ -35,6 +35,8 @@ func pairAgent(t *testing.T, stateDir string, opts Options) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the state dir goes: a pair write may still be under way.
+	t.Cleanup(a.Flush)
 	return a
 }
 

@@ -71,6 +71,7 @@ func (r *pairRig) startWindow(ctl agent.Controls, window time.Duration) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	r.t.Cleanup(a.Flush)
 	if err := a.Apply(r.st); err != nil {
 		r.t.Fatal(err)
 	}

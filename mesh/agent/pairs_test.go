@@ -440,10 +440,10 @@ func TestFetchWindowSparesDormantWithoutEvidence(t *testing.T) {
 
 // TestPruneUnfetchedSinceStartControl: the pre-#1073 rule prunes a twin
 // the agent restart's fresh stream re-subscribed, in use, and keeps only
-// the one fetched on a later request; without proxy metrics the prune
-// counts as live (evidence within the minute).
+// the carried-over one a later request fetched; without proxy metrics the
+// prune counts as live (evidence within the minute).
 func TestPruneUnfetchedSinceStartControl(t *testing.T) {
-	windowAgent(t, []string{twinA}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent) {
+	windowAgent(t, []string{twinA, twinB}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent) {
 		freshStream(a, 1, []string{twinA}, []string{twinA})
 		time.Sleep(30 * time.Second)
 		a.cdsRequest(streamID{stream: 1}, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})

@@ -199,9 +199,11 @@ func TestPairLifecycleAgainstTheProxy(t *testing.T) {
 // next request finds the twin. Control (the pre-#1073 rule, which counts
 // only fetches since start): the re-subscribed twin is pruned at the
 // window's end, the proxy, still subscribed, never asks again, and the
-// request waits out the on-demand timeout (503 NC at the router).
+// request waits out the on-demand timeout (503 NC at the router); a twin
+// first fetched after the restart is kept.
 func TestFetchWindowAgainstTheProxy(t *testing.T) {
 	twin := xdsnames.TwinCluster(xdsnames.Twin{Service: "svc-a", Namespace: "demo", SA: "client", SANamespace: "demo"})
+	fetched := xdsnames.TwinCluster(xdsnames.Twin{Service: "svc-a", Namespace: "demo", SA: "backend", SANamespace: "demo"})
 	for _, c := range []struct {
 		name string
 		ctl  agent.Controls
@@ -219,6 +221,9 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 				s := r.pair(twin)
 				return s != nil && s.Evidence == agent.EvidenceSubscribed
 			})
+			if err := p.OnDemand().Await(ctx, fetched); err != nil {
+				t.Fatalf("Await(%s) = %v", fetched, err)
+			}
 			waitFor(t, "the fetch window to end", func() bool {
 				return gauge(t, r.reg, "aether_agent_pairs_fetch_window_open") == 0
 			})
@@ -226,6 +231,9 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 				waitFor(t, twin+" withdrawn from the proxy", func() bool { return p.Active(twin) == nil })
 				if err := p.OnDemand().Await(ctx, twin); !errors.Is(err, ondemand.ErrTimeout) || r.pair(twin) != nil {
 					t.Fatalf("control: Await(%s) = %v, pair %+v; want ErrTimeout and the pair pruned", twin, err, r.pair(twin))
+				}
+				if r.pair(fetched) == nil || p.Active(fetched) == nil {
+					t.Fatalf("control pruned %s, fetched since start", fetched)
 				}
 				return
 			}

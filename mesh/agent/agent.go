@@ -183,10 +183,11 @@ type Agent struct {
 	pruned  []prunedPair
 	traffic *proxyTraffic
 	// pairGen numbers the pair set's versions; writes of them are
-	// counted by pairWrites and ordered by writeMu, under which
-	// pairsWritten is the last one on disk (pairs.go).
+	// ordered by writeMu, under which pairsWritten is the last one on
+	// disk (pairs.go). background counts those writes and the judging
+	// of prunes against the proxy's traffic (traffic.go) under way.
 	pairGen      uint64
-	pairWrites   sync.WaitGroup
+	background   sync.WaitGroup
 	writeMu      sync.Mutex
 	pairsWritten uint64
 	// unjudged are the CDS watches whose request subscribed to names
@@ -422,7 +423,7 @@ func (a *Agent) Apply(st *registry.State) error {
 	err := a.applyLocked(st)
 	pruned := a.takePruned()
 	a.mu.Unlock()
-	a.judgePrunes(pruned)
+	a.judgeLater(pruned)
 	return err
 }
 

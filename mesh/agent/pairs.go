@@ -132,14 +132,14 @@ func (a *Agent) savePairs() {
 	}
 	a.pairGen++
 	gen := a.pairGen
-	a.pairWrites.Add(1)
+	a.background.Add(1)
 	go a.writePairs(gen, st)
 }
 
 // writePairs writes st, the set as of generation gen, unless a later
 // one is written already: writes may start out of order, never land so.
 func (a *Agent) writePairs(gen uint64, st pairstate.State) {
-	defer a.pairWrites.Done()
+	defer a.background.Done()
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	if gen <= a.pairsWritten {
@@ -153,8 +153,9 @@ func (a *Agent) writePairs(gen uint64, st pairstate.State) {
 }
 
 // Flush waits until every change to the QUIC pairs made so far is on
-// disk (or failed, and was logged): an agent stopping calls it last.
-func (a *Agent) Flush() { a.pairWrites.Wait() }
+// disk (or failed, and was logged) and every prune is judged: an agent
+// stopping calls it last.
+func (a *Agent) Flush() { a.background.Wait() }
 
 func (a *Agent) observePairs() {
 	n := map[string]int{}
@@ -202,7 +203,7 @@ func (a *Agent) cdsRequest(stream streamID, req *discovery.DeltaDiscoveryRequest
 	}
 	pruned := a.takePruned()
 	a.mu.Unlock()
-	a.judgePrunes(pruned)
+	a.judgeLater(pruned)
 }
 
 // freshStream is cdsRequest for a stream's first CDS request; a.mu is held.
@@ -306,6 +307,8 @@ func (a *Agent) endFetchWindow() {
 	}
 	pruned := a.takePruned()
 	a.mu.Unlock()
+	// On the timer's goroutine, which nothing waits on: the window is
+	// over once its prunes are judged.
 	a.judgePrunes(pruned)
 	a.metrics.fetchWindowOpen.Set(0)
 }

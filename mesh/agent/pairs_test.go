@@ -567,7 +567,7 @@ func TestPairWritesNeverLandOutOfOrder(t *testing.T) {
 	a := pairAgent(t, t.TempDir(), Options{})
 	older := pairstate.State{Live: []xdsnames.Twin{{Service: "svc-a", Namespace: "demo", SA: "client", SANamespace: "demo"}}}
 	newer := pairstate.State{Dormant: older.Live}
-	a.pairWrites.Add(2)
+	a.background.Add(2)
 	a.writePairs(2, newer)
 	a.writePairs(1, older)
 	if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{twinA}) {

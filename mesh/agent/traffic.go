@@ -121,11 +121,25 @@ func (p *proxyTraffic) sampleEvery(ctx context.Context, interval time.Duration, 
 	}
 }
 
+// judgeLater judges pruned on its own goroutine: a sample is an HTTP
+// request to the proxy, which a stream's callback or a registry update
+// must not wait on (in a hot restart the proxy's metrics listener moves
+// from one process to the other).
+func (a *Agent) judgeLater(pruned []prunedPair) {
+	if len(pruned) == 0 {
+		return
+	}
+	a.background.Add(1)
+	go func() {
+		defer a.background.Done()
+		a.judgePrunes(pruned)
+	}()
+}
+
 // judgePrunes counts the pruned pairs whose twin served a request in the
 // last minute: with the proxy's metrics, those whose counter grew in a
 // sample taken since, this one included; without them, those with
-// evidence of use in that minute. a.mu is not held: a sample is an HTTP
-// request to the proxy.
+// evidence of use in that minute.
 func (a *Agent) judgePrunes(pruned []prunedPair) {
 	if len(pruned) == 0 {
 		return

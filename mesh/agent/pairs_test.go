@@ -574,3 +574,31 @@ func TestPairWritesNeverLandOutOfOrder(t *testing.T) {
 		t.Fatalf("persisted live %v dormant %v, want the newer set: dormant [%s]", live, dormant, twinA)
 	}
 }
+
+// TestProxyTrafficSamples: a twin served a request when its count grew
+// between two samples, or restarted from 0 and counted again (a new proxy
+// process); the first sample is a baseline, and a count that stands still
+// is not service.
+func TestProxyTrafficSamples(t *testing.T) {
+	var n int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# TYPE aether_proxy_http_requests_total counter\n"+
+			"aether_proxy_http_requests_total{listener=\"out\",cluster=\""+twinA+"\",code=\"200\",flags=\"-\"} "+strconv.Itoa(n)+"\n")
+	}))
+	defer srv.Close()
+	p := newProxyTraffic(srv.URL)
+	at := time.Unix(1000, 0)
+	for i, c := range []struct {
+		count  int
+		served bool
+	}{{5, false}, {5, false}, {6, true}, {2, true}, {2, false}, {0, false}} {
+		n = c.count
+		now := at.Add(time.Duration(i) * time.Minute)
+		if err := p.sample(t.Context(), now); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.servedSince(twinA, now); got != c.served {
+			t.Fatalf("sample %d (count %d): served = %v, want %v", i, c.count, got, c.served)
+		}
+	}
+}

@@ -45,7 +45,9 @@ func newProxyTraffic(url string) *proxyTraffic {
 }
 
 // sample reads the proxy's counters at now. The first sample is a
-// baseline: a count seen then grew at some unknown earlier time.
+// baseline: a count seen then grew at some unknown earlier time. A count
+// lower than the last is a new proxy process's (a hot restart starts its
+// counters at 0): what it counts was served since.
 func (p *proxyTraffic) sample(ctx context.Context, now time.Time) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
@@ -68,7 +70,7 @@ func (p *proxyTraffic) sample(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, n := range counts {
-		if p.sampled && n > p.counts[name] {
+		if old := p.counts[name]; p.sampled && (n > old || (n < old && n > 0)) {
 			p.served[name] = now
 		}
 	}

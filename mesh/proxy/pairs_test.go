@@ -243,3 +243,25 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestLastPodLeavesAndReturns: when a node's last pod leaves, every EDS
+// cluster goes and the proxy unsubscribes their load assignments; when a
+// pod returns, the clusters come back and warm again. Before, the names
+// stayed subscribed with nothing left to hold them: the returned
+// assignments were dropped for want of a cluster, and the clusters, whose
+// names counted as subscribed already, sent no request and never warmed.
+func TestLastPodLeavesAndReturns(t *testing.T) {
+	const base = "udp:svc-a.demo"
+	r := newPairRig(t)
+	r.start(agent.Controls{})
+	p := runPairProxy(t, "unix://"+r.sock)
+	waitFor(t, base+" active", func() bool { return p.Active(base) != nil })
+
+	empty := *r.st
+	empty.Pods = slices.DeleteFunc(slices.Clone(r.st.Pods), func(p registry.Pod) bool { return p.Node == "node-a" })
+	r.apply(&empty)
+	waitFor(t, base+" gone with the node's last pod", func() bool { return p.Active(base) == nil })
+
+	r.apply(r.st)
+	waitFor(t, base+" active again once a pod returns", func() bool { return p.Active(base) != nil })
+}

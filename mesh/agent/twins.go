@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aether-mesh/aether/mesh/agent/eastwest"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -97,6 +98,16 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 		c = proto.Clone(c).(*cluster.Cluster)
 		c.EdsClusterConfig.ServiceName = xdsnames.H2Cluster(t.Service, t.Namespace)
 	}
+	if ctl.TwinPoolPerDownstream {
+		c = proto.Clone(c).(*cluster.Cluster)
+		c.ConnectionPoolPerDownstreamConnection = true
+	}
+	if ctl.TwinSharedCert != "" && http != nil {
+		var err error
+		if c, err = eastwest.WithCertificate(c, ctl.TwinSharedCert); err != nil {
+			return servedTwin{}, "", err
+		}
+	}
 	loc := &endpoint.LocalityLbEndpoints{}
 	for _, ep := range st.ReadyEndpoints(registry.Key{Namespace: t.Namespace, Name: t.Service}) {
 		loc.LbEndpoints = append(loc.LbEndpoints, &endpoint.LbEndpoint{
@@ -114,11 +125,12 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 }
 
 // pairs is the agent's record of the (source account, destination) pairs
-// that dialled: each was admitted once over on-demand CDS, and its twin is
-// published for as long as st admits it. The record outlives a twin that
-// goes, since the proxy keeps its on-demand subscription for the life of
-// its process and never asks again (ARCHITECTURE.md, "On-demand twins").
-type pairs map[xdsnames.Twin]bool
+// that dialled: each was admitted over on-demand CDS or carried over from
+// the state dir, and its twin is published for as long as st admits it.
+// A pair outlives a twin that goes, dormant, since the proxy keeps its
+// on-demand subscription for the life of its process and never asks again
+// (pairs.go; ARCHITECTURE.md, "Pair lifecycle").
+type pairs map[xdsnames.Twin]*pair
 
 // servedTwin is a twin as published: its cluster and load assignment.
 type servedTwin [2]types.Resource

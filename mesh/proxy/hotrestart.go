@@ -25,9 +25,9 @@ type Restart struct {
 	// whose listening sockets the proxy takes where its own listeners bind
 	// the same address; nil binds every socket anew.
 	Parent *hotrestart.Child
-	// DrainTime is how long, once a child has taken over, what is in flight
-	// on the drained listeners may take before it is closed; zero is
-	// hotrestart.DefaultDrainTime.
+	// DrainTime is how long, once a child has taken over, the HTTP
+	// connections of the drained listeners may take to finish before they
+	// are closed; zero is hotrestart.DefaultDrainTime.
 	DrainTime time.Duration
 }
 
@@ -108,7 +108,7 @@ func (p *Proxy) Socket(k hotrestart.Key) (syscall.RawConn, string) {
 
 func (p *Proxy) boundLocked(k hotrestart.Key) (string, running, bool) {
 	for name, s := range p.specs {
-		if bk, ok := bindOf(s); ok && keyOf(s) == k && bk.addr == k.Addr {
+		if _, ok := bindOf(s); ok && keyOf(s) == k {
 			r, running := p.listeners[name]
 			return name, r, running
 		}
@@ -125,7 +125,7 @@ func (p *Proxy) Drain(ks []hotrestart.Key, forward func(hotrestart.Packet) error
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.undrain = cancel
+	p.drains = append(p.drains, cancel)
 	for _, k := range ks {
 		if name, r, ok := p.boundLocked(k); ok {
 			if err := r.drain(ctx, forward); err != nil {

@@ -66,9 +66,11 @@ func run() error {
 		sharedEDS    = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
 		listen       listFlag
 		mt           mtlsFlags
+		pf           pairFlags
 		ctl          quicControlFlags
 	)
 	mt.register()
+	pf.register()
 	ctl.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
@@ -115,6 +117,9 @@ func run() error {
 	ctl.apply(&opts.Controls)
 	rotated, err := mt.apply(&opts)
 	if err != nil {
+		return err
+	}
+	if err := pf.apply(&opts); err != nil {
 		return err
 	}
 	roots, err := ctl.roots(&opts, logger)

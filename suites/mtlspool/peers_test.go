@@ -104,6 +104,7 @@ func badPeers(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		}},
 	}
 	refusals := map[string]counters{}
+	dials := map[string]int{}
 	for _, bp := range peers {
 		p, err := r.newProbe(c, "batch-0", "api", true)
 		if err != nil {
@@ -116,9 +117,11 @@ func badPeers(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		if err != nil {
 			return obs, err
 		}
-		if _, err := p.get(ctx, "/bad-peer/"+bp.reason, false); err == nil {
+		s, err := p.get(ctx, "/bad-peer/"+bp.reason, false)
+		if err == nil {
 			return obs, fmt.Errorf("the %s client was served", bp.reason)
 		}
+		dials[bp.reason] = s.dials
 		after, err := settled(ctx, c, "node-b", "api-0")
 		if err != nil {
 			return obs, err
@@ -133,8 +136,8 @@ func badPeers(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["refusals"], obs.Facts["flood"], obs.Facts["app_bad_peer"] = refusals, fl, badSeen
-	obs.Summary = fmt.Sprintf("refusals per client %s; the app saw %s of them; flood: %s", toJSON(refusals), toJSON(badSeen), fl)
+	obs.Facts["refusals"], obs.Facts["handshakes"], obs.Facts["flood"], obs.Facts["app_bad_peer"] = refusals, dials, fl, badSeen
+	obs.Summary = fmt.Sprintf("refusals per client %s after its handshakes %s; the app saw %s of them; flood: %s", toJSON(refusals), toJSON(dials), toJSON(badSeen), fl)
 	return obs, c.Check(ctx)
 }
 
@@ -360,12 +363,13 @@ func checkBadPeers(o redgreen.Observation) error {
 	refusals, ok1 := o.Facts["refusals"].(map[string]counters)
 	fl, ok2 := o.Facts["flood"].(floodResult)
 	seen, ok3 := o.Facts["app_bad_peer"].(map[string]int)
-	if !ok1 || !ok2 || !ok3 || len(refusals) == 0 {
+	dials, ok4 := o.Facts["handshakes"].(map[string]int)
+	if !ok1 || !ok2 || !ok3 || !ok4 || len(refusals) == 0 {
 		return errNothing
 	}
 	for reason, d := range refusals {
-		if d[reason] != 1 || len(d) != 1 {
-			return fmt.Errorf("the %s client was counted as %s, want %s once", reason, toJSON(d), reason)
+		if n := dials[reason]; n < 1 || d[reason] != float64(n) || len(d) != 1 {
+			return fmt.Errorf("the %s client's %d handshakes were counted as %s, want each as %s", reason, n, toJSON(d), reason)
 		}
 	}
 	if len(seen) != 0 {

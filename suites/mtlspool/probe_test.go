@@ -101,6 +101,10 @@ type seen struct {
 	serial               string
 	notBefore            time.Time
 	resumed, used0RTT    bool
+	// dials are the connections the client opened for the request:
+	// http3.Transport opens a second one when its early connection fails
+	// the handshake, and the server counts each.
+	dials int
 }
 
 // probe is the suite's own HTTP/3 client: quic-go's, in pod from's
@@ -167,6 +171,7 @@ func (p *probe) get(ctx context.Context, path string, zeroRTT bool) (seen, error
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if alpn != http3.NextProtoH3 {
+		s.dials = 1
 		qc, err := tr.Dial(ctx, pc.peer, tc, nil)
 		if err == nil {
 			_ = qc.CloseWithError(0, "")
@@ -181,6 +186,7 @@ func (p *probe) get(ctx context.Context, path string, zeroRTT bool) (seen, error
 			c, err := tr.DialEarly(ctx, pc.peer, tc, qc)
 			mu.Lock()
 			qconn = c
+			s.dials++
 			mu.Unlock()
 			return c, err
 		},

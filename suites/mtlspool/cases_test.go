@@ -88,7 +88,7 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "per-source-identity", Role: redgreen.Subject,
 			Description: "the mesh as shipped: web-0 and batch-0 call api over HTTP/3",
-			Expect:      fmt.Sprintf("each source's %d requests arrive as itself; api-0's inbound accepted connections from web and from batch, and from no one else", perSourceN),
+			Expect:      fmt.Sprintf("each source's %d requests arrive as itself, and no one else's do; api-0's inbound accepted connections from web and from batch apart", perSourceN),
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return perSource(ctx, r, shipped, "own") },
 			Check:       checkOwnIdentity,
 		},

@@ -24,7 +24,7 @@ func ownEgress(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 	if err != nil {
 		return obs, err
 	}
-	if p.certs, err = r.pki.issue("egress-probe", time.Hour, time.Time{}); err != nil {
+	if p.certs, err = r.issue("egress-probe", time.Hour, time.Time{}); err != nil {
 		return obs, err
 	}
 	// A socket in api-0's netns, only to read its kernel counters.

@@ -101,7 +101,6 @@ type rig struct {
 	runRoot  string
 	caDir    string
 	ca       *identity.CA
-	pki      *pki
 	// revocable is a second CA of the mesh's trust domain, trusted
 	// through --test-only-extra-roots until the R4 case revokes it.
 	revocable *identity.CA
@@ -119,9 +118,6 @@ func newRig() (*rig, error) {
 	}
 	r := &rig{provider: p, runRoot: runRoot, caDir: filepath.Join(runRoot, "ca")}
 	if r.ca, err = identity.LoadOrCreateCA(r.caDir, identity.CAConfig{TrustDomain: trustDomain, MeshDomain: meshDomain}); err != nil {
-		return nil, err
-	}
-	if r.pki, err = loadPKI(r.caDir, r.ca); err != nil {
 		return nil, err
 	}
 	if r.revocable, err = identity.NewCA(identity.CAConfig{TrustDomain: trustDomain, MeshDomain: meshDomain}); err != nil {

@@ -25,7 +25,7 @@ func names(ctx context.Context, r *rig, v variant) (redgreen.Observation, error)
 	if err != nil {
 		return obs, err
 	}
-	if p.certs, err = r.pki.issue("names-probe", time.Hour, time.Time{}); err != nil {
+	if p.certs, err = r.issue("names-probe", time.Hour, time.Time{}); err != nil {
 		return obs, err
 	}
 	tag := "names-" + string(v)

@@ -30,7 +30,7 @@ func validPeer(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	if p.certs, err = r.pki.issue("peer-probe", time.Hour, time.Time{}); err != nil {
+	if p.certs, err = r.issue("peer-probe", time.Hour, time.Time{}); err != nil {
 		return obs, err
 	}
 	before, err := settled(ctx, c, "node-b", "api-0")
@@ -94,12 +94,12 @@ func badPeers(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		{"no_client_certificate", func(*probe) error { return nil }},
 		{"foreign_trust_domain", func(p *probe) (err error) { p.certs, err = foreign("bad-probe"); return }},
 		{"expired", func(p *probe) (err error) {
-			p.certs, err = r.pki.issue("bad-probe", time.Hour, time.Now().Add(-2*time.Hour))
+			p.certs, err = r.issue("bad-probe", time.Hour, time.Now().Add(-2*time.Hour))
 			return
 		}},
 		{"bad_alpn", func(p *probe) (err error) {
 			p.alpn = "h2"
-			p.certs, err = r.pki.issue("bad-probe", time.Hour, time.Time{})
+			p.certs, err = r.issue("bad-probe", time.Hour, time.Time{})
 			return
 		}},
 	}
@@ -192,7 +192,7 @@ func underFlood(ctx context.Context, r *rig, c cluster.Cluster) (floodResult, er
 	if err := setMark(junk, constants.CapturePassthroughFwMark); err != nil {
 		return fl, err
 	}
-	certs, err := r.pki.issue("flood-valid", time.Hour, time.Time{})
+	certs, err := r.issue("flood-valid", time.Hour, time.Time{})
 	if err != nil {
 		return fl, err
 	}

@@ -2,18 +2,13 @@ package mtlspool
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -32,40 +27,10 @@ import (
 
 func spiffeID(sa string) string { return "spiffe://" + trustDomain + "/ns/" + namespace + "/sa/" + sa }
 
-// pki signs the suite's own client SVIDs under the mesh's CA: the root
-// and its key, read from the CA directory every agent shares.
-type pki struct {
-	ca   *identity.CA
-	root *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func loadPKI(dir string, ca *identity.CA) (*pki, error) {
-	data, err := os.ReadFile(filepath.Join(dir, identity.CAFile))
-	if err != nil {
-		return nil, fmt.Errorf("the mesh CA: %w", err)
-	}
-	p := &pki{ca: ca}
-	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
-		switch b.Type {
-		case "CERTIFICATE":
-			p.root, err = x509.ParseCertificate(b.Bytes)
-		case "EC PRIVATE KEY":
-			p.key, err = x509.ParseECPrivateKey(b.Bytes)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("the mesh CA, %s: %w", b.Type, err)
-		}
-	}
-	if p.root == nil || p.key == nil {
-		return nil, fmt.Errorf("the mesh CA file in %s holds no root and key", dir)
-	}
-	return p, nil
-}
-
-// issue is an SVID of account sa issued at at (zero: now) for ttl.
-func (p *pki) issue(sa string, ttl time.Duration, at time.Time) ([]tls.Certificate, error) {
-	s, err := p.ca.Issue(identity.Request{Account: identity.Account{Namespace: namespace, ServiceAccount: sa}, TTL: ttl, IssuedAt: at})
+// issue is an SVID of account sa from the mesh's CA, issued at at (zero:
+// now) for ttl: the suite's own clients are the mesh's peers.
+func (r *rig) issue(sa string, ttl time.Duration, at time.Time) ([]tls.Certificate, error) {
+	s, err := r.ca.Issue(identity.Request{Account: identity.Account{Namespace: namespace, ServiceAccount: sa}, TTL: ttl, IssuedAt: at})
 	if err != nil {
 		return nil, err
 	}

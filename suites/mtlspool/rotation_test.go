@@ -22,7 +22,7 @@ func unrotated(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	if p.certs, err = r.pki.issue("unrotated-probe", 3*time.Second, time.Time{}); err != nil {
+	if p.certs, err = r.issue("unrotated-probe", 3*time.Second, time.Time{}); err != nil {
 		return obs, err
 	}
 	_, ferr := p.get(ctx, "/unrotated-first/0", false)
@@ -88,7 +88,7 @@ func rotation(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	if p.certs, err = r.pki.issue("rotation-probe", time.Hour, time.Time{}); err != nil {
+	if p.certs, err = r.issue("rotation-probe", time.Hour, time.Time{}); err != nil {
 		return obs, err
 	}
 	s0, err := p.get(ctx, "/rotation-watch/0", false)

@@ -41,8 +41,8 @@ func meshClient(c cluster.Cluster, p cluster.Pod) *http.Client {
 	}}
 }
 
-// meshGet sends one request for /<tag>/<i> to svc with client and
-// returns its status and response flags' body.
+// meshGet sends one request for path to svc with client and returns its
+// status and body.
 func meshGet(ctx context.Context, c cluster.Cluster, client *http.Client, svc, path string) (int, string, error) {
 	vip, err := c.ServiceVIP(namespace, svc)
 	if err != nil {
@@ -121,12 +121,12 @@ func appXFCC(ctx context.Context, c cluster.Cluster, pod, svc, tag string) (map[
 	return out, nil
 }
 
-// counters reads one proxy's counters of family whose labels match, by
-// the value of label key.
+// counters are one family's samples, by the value of one label.
 type counters map[string]float64
 
-// inbound reads the QUIC inbound of pod on node's proxy: the connections
-// it began, its handshakes by peer, its refusals and drops by reason.
+// inboundView is what a pod's QUIC inbound counted: the connections it
+// began, its handshakes by peer (a resumed one as "<peer> resumed"), its
+// refusals and drops by reason.
 type inboundView struct {
 	Started  float64  `json:"started"`
 	Accepted counters `json:"accepted"`
@@ -134,6 +134,7 @@ type inboundView struct {
 	Dropped  counters `json:"dropped"`
 }
 
+// readInbound reads pod's QUIC inbound on node's proxy.
 func readInbound(ctx context.Context, c cluster.Cluster, nodeName, pod string) (inboundView, error) {
 	body, err := c.Metrics(ctx, nodeName, cluster.Proxy)
 	if err != nil {
@@ -171,7 +172,7 @@ func readInbound(ctx context.Context, c cluster.Cluster, nodeName, pod string) (
 	return v, nil
 }
 
-// delta is b − a, for the counters that moved.
+// since is b − a, for the counters that moved.
 func (b inboundView) since(a inboundView) inboundView {
 	d := inboundView{Started: b.Started - a.Started, Accepted: counters{}, Refused: counters{}, Dropped: counters{}}
 	for _, p := range []struct{ a, b, d counters }{{a.Accepted, b.Accepted, d.Accepted}, {a.Refused, b.Refused, d.Refused}, {a.Dropped, b.Dropped, d.Dropped}} {

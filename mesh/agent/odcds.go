@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/aether-mesh/aether/mesh/agent/validate"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
@@ -185,6 +186,11 @@ func (a *Agent) admitTwin(name string) string {
 		return reason
 	}
 	c, cla := tw[0], tw[1]
+	if a.opts.Controls.TwinPoolPerDownstream {
+		// A twin admitted on demand is published at once, before any
+		// snapshot's gates see it: the control's pass is logged here.
+		a.log.Warn("TEST ONLY: a test-only control publishes a twin the config gates refuse", "cluster", name, "gates", []string{validate.GateTwinPooling})
+	}
 	// The load assignment first: a proxy given the cluster asks for it
 	// by name at once.
 	if err := a.caches[endpointIdx].UpdateResource(name, cla); err != nil {

@@ -71,6 +71,9 @@ type extraRoots struct {
 	store *identity.Store
 	base  *x509bundle.Bundle
 	log   *slog.Logger
+	// loaded is the file's stamp when it was last read: a change made
+	// between a load and the watch's start is not missed.
+	loaded string
 }
 
 func newExtraRoots(file string, store *identity.Store, td spiffeid.TrustDomain, log *slog.Logger) (*extraRoots, error) {
@@ -82,8 +85,18 @@ func newExtraRoots(file string, store *identity.Store, td spiffeid.TrustDomain, 
 	return e, e.load()
 }
 
+// stamp is the file's size and modification time.
+func (e *extraRoots) stamp() string {
+	fi, err := os.Stat(e.file)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+}
+
 // load puts the CA's bundle plus the file's roots into the store.
 func (e *extraRoots) load() error {
+	e.loaded = e.stamp()
 	data, err := os.ReadFile(e.file)
 	if err != nil {
 		return fmt.Errorf("--test-only-extra-roots: %w", err)
@@ -106,14 +119,6 @@ func (e *extraRoots) load() error {
 // watch reloads the file when its size or modification time moves, until
 // ctx ends.
 func (e *extraRoots) watch(ctx context.Context) {
-	stamp := func() string {
-		fi, err := os.Stat(e.file)
-		if err != nil {
-			return err.Error()
-		}
-		return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
-	}
-	last := stamp()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -122,8 +127,7 @@ func (e *extraRoots) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s := stamp(); s != last {
-			last = s
+		if e.stamp() != e.loaded {
 			if err := e.load(); err != nil {
 				e.log.Error("TEST ONLY: extra roots not reloaded", "err", err)
 			}

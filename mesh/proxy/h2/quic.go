@@ -42,9 +42,9 @@ type QUICListener struct {
 	gate *hotrestart.Gate
 }
 
-// ListenQUIC opens spec's UDP socket in its netns (bound to the unspecified
-// address, so quic-go answers from the address each packet was sent to)
-// and serves HTTP/3 on it.
+// ListenQUIC opens spec's UDP socket in its netns, on the address the
+// listener names (the agent's is the pod's own, ARCHITECTURE.md,
+// "On-demand twins"), and serves HTTP/3 on it.
 func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListener, error) {
 	if spec.HTTP == nil || spec.HTTP.QUIC == nil {
 		return nil, fmt.Errorf("listener %s: not a QUIC listener", spec.Name)

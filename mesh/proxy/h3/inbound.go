@@ -75,8 +75,9 @@ type Inbound struct {
 }
 
 // ServeInbound serves HTTP/3 on conn until Close. conn is the pod's UDP
-// 18008 socket, bound to the unspecified address: quic-go then reads
-// IP_PKTINFO itself and answers from the address each packet was sent to.
+// 18008 socket, bound to the pod's address (bound to the unspecified
+// address, quic-go reads IP_PKTINFO itself and answers from the address
+// each packet was sent to).
 // quic-go's GSO stays on (it is on by default), which halves the cost of
 // large responses.
 func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {

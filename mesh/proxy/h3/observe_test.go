@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,19 +81,26 @@ func meshServer(t *testing.T, server *x509svid.SVID, bundle *x509bundle.Bundle, 
 
 // callAs makes one HTTP/3 request presenting certs (none when nil) and
 // offering alpn.
-func callAs(addr string, certs []tls.Certificate, alpn string) error {
+// callAs counts in dials the connections its client opens: http3.Transport
+// opens a second one for a request whose early connection failed its
+// handshake, and the inbound counts each handshake.
+func callAs(addr string, certs []tls.Certificate, alpn string, dials *atomic.Int64) error {
 	tc := &tls.Config{InsecureSkipVerify: true, Certificates: certs, NextProtos: []string{alpn}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if alpn != http3.NextProtoH3 {
 		// http3.Transport offers h3 whatever the config says.
+		dials.Add(1)
 		c, err := quic.DialAddr(ctx, addr, tc, nil)
 		if err != nil {
 			return err
 		}
 		return c.CloseWithError(0, "")
 	}
-	tr := &http3.Transport{TLSClientConfig: tc}
+	tr := &http3.Transport{TLSClientConfig: tc, Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+		dials.Add(1)
+		return quic.DialAddrEarly(ctx, addr, tc, qc)
+	}}
 	defer tr.Close()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/", nil)
 	resp, err := tr.RoundTrip(req)
@@ -129,6 +137,7 @@ func TestInboundCountsRefusalsByReason(t *testing.T) {
 	}
 	obs := newTally()
 	addr := meshServer(t, server, ca.Bundle(), obs)
+	var dials atomic.Int64
 
 	for _, c := range []struct {
 		reason string
@@ -140,25 +149,30 @@ func TestInboundCountsRefusalsByReason(t *testing.T) {
 		{RefusedExpired, issue(ca, "client", time.Now().Add(-2*time.Hour)), http3.NextProtoH3},
 		{RefusedBadALPN, issue(ca, "client", time.Time{}), "h2"},
 	} {
-		if err := callAs(addr, c.certs, c.alpn); err == nil {
+		d0 := dials.Load()
+		if err := callAs(addr, c.certs, c.alpn, &dials); err == nil {
 			t.Errorf("%s: the handshake was accepted", c.reason)
 		}
-		if n := obs.get(&obs.refused, c.reason); n != 1 {
-			t.Errorf("refused[%s] = %d after one such client, want 1 (all: %v)", c.reason, n, obs.refused)
+		if n, d := obs.get(&obs.refused, c.reason), dials.Load()-d0; n != int(d) || d == 0 {
+			t.Errorf("refused[%s] = %d after one such client's %d handshakes (all: %v)", c.reason, n, d, obs.refused)
 		}
 	}
-	if err := callAs(addr, issue(ca, "client", time.Time{}), http3.NextProtoH3); err != nil {
+	refused := dials.Load()
+	if err := callAs(addr, issue(ca, "client", time.Time{}), http3.NextProtoH3, &dials); err != nil {
 		t.Fatalf("a valid client: %v", err)
 	}
 	if n := obs.get(&obs.accepted, "spiffe://aether.test/ns/demo/sa/client resumed=false"); n != 1 {
 		t.Fatalf("accepted = %v, want the valid client once", obs.accepted)
 	}
-	// Every client above sent an Initial that began a connection.
+	// Every connection above began with an Initial.
 	obs.mu.Lock()
-	started := obs.started
+	started, refusedN := obs.started, 0
+	for _, n := range obs.refused {
+		refusedN += n
+	}
 	obs.mu.Unlock()
-	if started != 5 {
-		t.Fatalf("started = %d after 5 clients' Initials", started)
+	if int64(started) != dials.Load() || int64(refusedN) != refused {
+		t.Fatalf("started = %d, refused = %d after %d connections (%d refused)", started, refusedN, dials.Load(), refused)
 	}
 
 	junk, err := net.Dial("udp", addr)

@@ -12,8 +12,9 @@ TEST_TIMEOUT ?= 25m
 # The suites `make suites` runs, each of which must write a result.
 SUITES_ONLY ?= udproute,mtls,eastwest,mtlspool
 # The suites `make e2e` runs on kind (packages under suites/ whose TestMain
-# is suites/provider.Main), each of which must write a result.
-E2E_SUITES ?= udproute,mtls,eastwest,mtlspool
+# is suites/provider.Main; those on provider.EmbeddedMain need the embedded
+# netns cluster), each of which must write a result.
+E2E_SUITES ?= udproute,mtls,eastwest
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.

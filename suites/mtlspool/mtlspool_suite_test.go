@@ -58,9 +58,11 @@ const (
 	svidTTL = 16 * time.Second
 )
 
-// TestMain: the suite needs the netns provider (its clients mark sockets
-// in pod namespaces and it reads the agents' state), see rig.
-func TestMain(m *testing.M) { provider.Main(m, "mtlspool") }
+// TestMain: the suite needs the embedded netns cluster, so it is not one
+// of make e2e's suites.
+func TestMain(m *testing.M) {
+	provider.EmbeddedMain(m, "mtlspool", "its clients to mark sockets inside pod namespaces, and the agents' logs and state files")
+}
 
 // variant is one way of running the agents. Each is its own cluster.
 type variant string

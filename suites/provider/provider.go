@@ -41,6 +41,28 @@ func run(m *testing.M, suite string) int {
 	return kind.Run(m, o)
 }
 
+// EmbeddedMain is the TestMain of a suite that needs what only the
+// embedded netns cluster offers (agents restarted under their proxies,
+// pods leaving their node, a node's state files, sockets marked inside a
+// pod): it is not one of make e2e's suites, and on any other provider it
+// runs nothing and says why, rather than fail every row as a broken rig.
+func EmbeddedMain(m *testing.M, suite, needs string) {
+	os.Exit(runEmbedded(m, suite, needs))
+}
+
+func runEmbedded(m *testing.M, suite, needs string) int {
+	name, err := cluster.Selected()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", suite, err)
+		return 2
+	}
+	if name != cluster.Netns {
+		fmt.Fprintf(os.Stderr, "%s runs only on the embedded netns cluster (it needs %s); AETHER_CLUSTER=%s cannot run it\n", suite, needs, name)
+		return 2
+	}
+	return m.Run()
+}
+
 // Get returns the selected provider; netns builds the netns one (it needs
 // binaries and privileges only the suite knows how to find).
 func Get(netns func() (cluster.Provider, error)) (cluster.Provider, error) {

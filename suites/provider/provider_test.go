@@ -46,3 +46,12 @@ func TestGetFollowsTheSwitch(t *testing.T) {
 		t.Fatalf("the netns constructor's error: %v", err)
 	}
 }
+
+// A suite that needs the embedded cluster runs nothing on kind and says
+// so; it never reaches its tests (m is nil here: reaching it would panic).
+func TestEmbeddedSuiteRefusesKind(t *testing.T) {
+	t.Setenv(cluster.EnvProvider, "kind")
+	if rc := runEmbedded(nil, "lifecycle", "agent restarts"); rc != 2 {
+		t.Fatalf("runEmbedded on kind = %d, want 2", rc)
+	}
+}

@@ -68,6 +68,11 @@ type Budget struct {
 	// Chaos are the chaos kinds this build can run.
 	Chaos []StepKind
 	Seed  uint64
+	// Pairs, when set, is the number of ABBA pairs; fewer than MinPairs
+	// leave the CPU gate without an interval (a check of the runner, not
+	// a soak). MinWindow, when set, replaces the shortest window.
+	Pairs     int
+	MinWindow time.Duration
 }
 
 // MinPairs is the fewest ABBA pairs a schedule has: an exact 95% Wilcoxon
@@ -89,15 +94,22 @@ func Plan(b Budget) ([]Step, error) {
 		return nil, fmt.Errorf("plan: tick %s and warm-up %s: the warm-up must last at least a tick", b.Tick, b.Warmup)
 	}
 	pairs := max(MinPairs, int(b.Duration/time.Minute))
+	if b.Pairs > 0 {
+		pairs = b.Pairs
+	}
+	minWindow := MinWindow
+	if b.MinWindow > 0 {
+		minWindow = b.MinWindow
+	}
 	gaps := pairs - 1
 	over := b.Warmup + time.Duration(pairs)*(b.SwitchCost+b.Warmup)
 	if len(b.Chaos) > 0 {
 		over += time.Duration(gaps) * b.ChaosCost
 	}
 	window := ((b.Duration - over) / time.Duration(2*pairs)).Truncate(b.Tick)
-	if window < MinWindow {
+	if window < minWindow {
 		return nil, fmt.Errorf("plan: %s leaves %s per window for %d ABBA pairs (switches %s, warm-ups %s, chaos %s each): at least %s is needed",
-			b.Duration, window, pairs, b.SwitchCost, b.Warmup, b.ChaosCost, MinWindow)
+			b.Duration, window, pairs, b.SwitchCost, b.Warmup, b.ChaosCost, minWindow)
 	}
 	chaos := chaosOrder(b, gaps)
 	steps := []Step{{Kind: Warmup, Protocol: manifest.H2, Length: b.Warmup}}

@@ -65,6 +65,9 @@ type Config struct {
 	// SVIDTTL is the agents' --svid-ttl: SVIDs rotate at half of it.
 	SVIDTTL time.Duration
 	Seed    uint64
+	// Pairs and MinWindow override the schedule's sizing (Budget).
+	Pairs     int
+	MinWindow time.Duration
 	// AgentFlags are extra flags for every agent (a test-only control, to
 	// soak a build broken on purpose).
 	AgentFlags []string
@@ -113,7 +116,8 @@ const (
 // measured nothing, or whose files could not be written, is an error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
-		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Seed: cfg.Seed})
+		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Seed: cfg.Seed,
+		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
 	if err != nil {
 		return nil, err
 	}

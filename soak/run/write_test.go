@@ -1,6 +1,8 @@
 package run
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -166,4 +168,17 @@ func TestManifestDropsAnUnpairedWindow(t *testing.T) {
 
 func syntheticResult(at time.Time, code uint16) *vegeta.Result {
 	return &vegeta.Result{Timestamp: at, Code: code, Method: "GET", URL: "http://10.96.0.70:18081/"}
+}
+
+func readSpans(t *testing.T, path string) []Span {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spans []Span
+	if err := json.Unmarshal(b, &spans); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return spans
 }

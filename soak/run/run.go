@@ -121,7 +121,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cfg.Out, cfg.ID)
+	// The CNI and the agents take their sockets' paths from here, and
+	// those must be absolute.
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, cfg.ID))
+	if err != nil {
+		return nil, fmt.Errorf("failed to resolve the run folder: %w", err)
+	}
 	for _, d := range []string{dir, filepath.Join(dir, "prometheus"), filepath.Join(dir, "vegeta"), filepath.Join(dir, "cluster", "access")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("failed to create the run folder: %w", err)

@@ -57,14 +57,14 @@ func meshURL(c *node.Cluster, namespace, svc, path string) (string, string, erro
 
 // Load is the open-loop paced load: one vegeta attacker per source pod,
 // each at its share of the rate, their results written to one vegeta
-// results file (JSON encoding) and kept, as send times per node, for the
-// client's request counter.
+// results file (JSON encoding) and kept, as completion times per node, for
+// the client's request counter.
 type Load struct {
 	mu      sync.Mutex
 	enc     vegeta.Encoder
 	buf     *bufio.Writer
 	file    *os.File
-	sent    map[string][]time.Time // per source node, send times of load requests
+	done    map[string][]time.Time // per source node, when each load request completed
 	total   int64
 	failed  int64
 	attacks []*vegeta.Attacker
@@ -81,7 +81,7 @@ func NewLoad(path string) (*Load, error) {
 		return nil, fmt.Errorf("failed to create the load's results file: %w", err)
 	}
 	buf := bufio.NewWriterSize(f, 1<<16)
-	return &Load{file: f, buf: buf, enc: vegeta.NewJSONEncoder(buf), sent: map[string][]time.Time{}}, nil
+	return &Load{file: f, buf: buf, enc: vegeta.NewJSONEncoder(buf), done: map[string][]time.Time{}}, nil
 }
 
 // Start attacks from every source at its whole share of rate requests per
@@ -121,7 +121,7 @@ func (l *Load) record(node string, r *vegeta.Result, load bool) {
 	defer l.mu.Unlock()
 	_ = l.enc.Encode(r) // a write error surfaces at Close
 	if load {
-		l.sent[node] = append(l.sent[node], r.Timestamp)
+		l.done[node] = append(l.done[node], r.End())
 	}
 	l.total++
 	if r.Error != "" || r.Code < 200 || r.Code >= 400 {
@@ -160,11 +160,12 @@ func (l *Load) Close() error {
 	return l.file.Close()
 }
 
-// SentBefore returns, for each instant, how many load requests node's
-// sources had sent before it. Call it after Stop.
-func (l *Load) SentBefore(node string, instants []time.Time) []int64 {
+// DoneBefore returns, for each instant, how many load requests of node's
+// sources had completed before it: what the proxy, which counts a request
+// when it has answered it, can have counted by then. Call it after Stop.
+func (l *Load) DoneBefore(node string, instants []time.Time) []int64 {
 	l.mu.Lock()
-	ts := slices.Clone(l.sent[node])
+	ts := slices.Clone(l.done[node])
 	l.mu.Unlock()
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	out := make([]int64, len(instants))

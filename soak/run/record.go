@@ -25,9 +25,9 @@ const (
 	// node's proxy counted (aether_proxy_http_requests_total on their
 	// outbound listeners), per node.
 	SeriesProxyRequests = "aether_soak_proxy_requests_total"
-	// SeriesClientRequests: requests the load generator sent from the
-	// node's source pods before the instant the proxy was scraped, per
-	// node: the other witness of the count-skew check.
+	// SeriesClientRequests: requests of the node's source pods that the
+	// load generator saw completed before the instant the node's proxy was
+	// scraped, per node: the other witness of the count-skew check.
 	SeriesClientRequests = "aether_soak_client_requests_total"
 	// SeriesNC: responses the proxies answered 503 with flag NC.
 	SeriesNC = "aether_soak_proxy_503_nc_total"

@@ -107,8 +107,8 @@ func ChaosKinds() []StepKind {
 
 // Expected costs of a switch and a chaos step, to size the windows.
 const (
-	switchCost = 4 * time.Second
-	chaosCost  = 6 * time.Second
+	switchCost = 2 * time.Second
+	chaosCost  = 4 * time.Second
 )
 
 // Run runs the soak until its schedule ends or ctx does; either way it

@@ -233,9 +233,10 @@ func (s *Sampler) Ticks() []time.Time {
 }
 
 // Finish writes the client's request counter and the prober's counters on
-// the ticks sampled: they are counted from the records after the load and
-// the prober stopped, so a request still in flight at a tick is counted
-// by its send time, as the proxy's scrape at that moment counts it.
+// the ticks sampled. They are counted from the records after the load and
+// the prober stopped: a load request counts at the tick whose scrape
+// instant it completed before, as the proxy counts it once answered; a
+// probe counts by its start.
 func (s *Sampler) Finish(load *Load, prober *Prober) error {
 	s.mu.Lock()
 	ticks := append([]time.Time(nil), s.ticks...)
@@ -244,7 +245,7 @@ func (s *Sampler) Finish(load *Load, prober *Prober) error {
 		if len(s.sources[ns.n.Name]) == 0 {
 			continue
 		}
-		counts := load.SentBefore(ns.n.Name, ns.instants[:len(ticks)])
+		counts := load.DoneBefore(ns.n.Name, ns.instants[:len(ticks)])
 		for i, t := range ticks {
 			if err := s.rec.Add(SeriesClientRequests, map[string]string{"node": ns.n.Name}, t, float64(counts[i])); err != nil {
 				return err

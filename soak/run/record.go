@@ -145,9 +145,11 @@ func (r *Recorder) WriteMatrix(path string) error {
 
 // Monotonic turns the samples of a process's own counters into growth
 // since the soak began, the way Prometheus' increase() reads them: a
-// series that falls was reset, so its new value is all growth; a series
-// first seen after the first scrape counted from zero since it was made.
-// Series that vanish (a listener removed) add nothing.
+// series that falls was reset (a hot restart's new process counts from
+// zero), so its new value is all growth; a series first seen after the
+// first scrape counted from zero since it was made; series that vanish (a
+// listener removed) add nothing. Like increase(), it cannot see a reset
+// after which a counter grew past its old value before the next scrape.
 type Monotonic struct {
 	last  map[string]float64
 	total float64
@@ -155,12 +157,8 @@ type Monotonic struct {
 }
 
 // Observe takes one scrape's samples by series and returns the growth so
-// far. fresh says the scrape is of another process than the last one (a
-// hot restart), whose counters all began at zero.
-func (m *Monotonic) Observe(samples map[string]float64, fresh bool) float64 {
-	if fresh {
-		m.last = nil
-	}
+// far.
+func (m *Monotonic) Observe(samples map[string]float64) float64 {
 	for k, v := range samples {
 		prev, ok := m.last[k]
 		switch {

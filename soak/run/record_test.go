@@ -9,19 +9,18 @@ func TestMonotonicReadsCountersAsIncrease(t *testing.T) {
 	var m Monotonic
 	steps := []struct {
 		samples map[string]float64
-		fresh   bool
 		want    float64
 		why     string
 	}{
-		{map[string]float64{"a": 100, "b": 5}, false, 0, "the first scrape is the baseline"},
-		{map[string]float64{"a": 110, "b": 5}, false, 10, "growth"},
-		{map[string]float64{"a": 110, "b": 5, "c": 3}, false, 13, "a series first seen grew from zero"},
-		{map[string]float64{"a": 4, "b": 5, "c": 3}, false, 17, "a fall is a reset: the new value is growth"},
-		{map[string]float64{"a": 6}, false, 19, "vanished series add nothing"},
-		{map[string]float64{"a": 1, "b": 2}, true, 22, "a new process: everything it counted is growth"},
+		{map[string]float64{"a": 100, "b": 5}, 0, "the first scrape is the baseline"},
+		{map[string]float64{"a": 110, "b": 5}, 10, "growth"},
+		{map[string]float64{"a": 110, "b": 5, "c": 3}, 13, "a series first seen grew from zero"},
+		{map[string]float64{"a": 4, "b": 5, "c": 3}, 17, "a fall is a reset: the new value is growth"},
+		{map[string]float64{"a": 6}, 19, "vanished series add nothing"},
+		{map[string]float64{"a": 1, "b": 2}, 22, "a series back after vanishing grew from zero, and a fall is a reset"},
 	}
 	for _, s := range steps {
-		if got := m.Observe(s.samples, s.fresh); got != s.want {
+		if got := m.Observe(s.samples); got != s.want {
 			t.Fatalf("%s: total %v, want %v", s.why, got, s.want)
 		}
 	}

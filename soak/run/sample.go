@@ -22,6 +22,7 @@ const (
 // nodeState is what the sampler keeps per node between ticks.
 type nodeState struct {
 	n *node.Node
+	// pid is the node's current proxy process (SetPID).
 	// cpu is each proxy process's last CPU reading: a process that exited
 	// keeps its last one, so the node's total never falls.
 	cpu         map[int]time.Duration
@@ -57,9 +58,28 @@ type Sampler struct {
 func NewSampler(rec *Recorder, nodes []*node.Node, sources map[string][]string) *Sampler {
 	s := &Sampler{rec: rec, sources: sources, missed: map[string]int{}, replaced: map[int]bool{}}
 	for _, n := range nodes {
-		s.nodes = append(s.nodes, &nodeState{n: n, cpu: map[int]time.Duration{}, crashedPIDs: map[int]bool{}})
+		s.nodes = append(s.nodes, &nodeState{n: n, pid: n.ProxyPID(), cpu: map[int]time.Duration{}, crashedPIDs: map[int]bool{}})
 	}
 	return s
+}
+
+// SetPID says which process is node's proxy now. The sampler reads the
+// cluster's nodes only through this: a hot restart replaces a node's proxy
+// on the executor's goroutine.
+func (s *Sampler) SetPID(node string, pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range s.nodes {
+		if ns.n.Name == node {
+			ns.pid = pid
+		}
+	}
+}
+
+func (s *Sampler) pid(ns *nodeState) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ns.pid
 }
 
 // Replaced marks a proxy process the run itself replaced (a hot restart):
@@ -119,18 +139,16 @@ func (s *Sampler) sampleNode(ctx context.Context, ns *nodeState, at time.Time) {
 	lbl := map[string]string{"node": ns.n.Name}
 	instant := time.Now()
 	body, err := ns.n.Get(ctx, ns.n.ProxyMetrics, "/metrics")
-	pid := ns.n.ProxyPID()
-	fresh := ns.pid != 0 && pid != ns.pid
-	ns.pid = pid
+	pid := s.pid(ns)
 	if err == nil {
 		var sc scrape
 		if sc, err = parseText(body, metricHTTPRequests); err == nil {
 			reqs := sc[metricHTTPRequests]
 			listeners := s.sources[ns.n.Name]
-			ns.lastReq = ns.requests.Observe(where(reqs, func(l string) bool { return contains(listeners, label(l, "listener")) }), fresh)
+			ns.lastReq = ns.requests.Observe(where(reqs, func(l string) bool { return contains(listeners, label(l, "listener")) }))
 			ns.lastNC = ns.nc.Observe(where(reqs, func(l string) bool {
 				return label(l, "code") == "503" && strings.Contains(","+label(l, "flags")+",", ",NC,")
-			}), fresh)
+			}))
 		}
 	}
 	if err != nil {
@@ -189,7 +207,7 @@ func (s *Sampler) sampleAgent(ctx context.Context, ns *nodeState, at time.Time, 
 		if sc, err = parseText(body, metricPrunedLive); err == nil {
 			if v, ok := sc[metricPrunedLive]; ok {
 				ns.prunedSeen = true
-				ns.lastPruned = ns.pruned.Observe(v, false)
+				ns.lastPruned = ns.pruned.Observe(v)
 			}
 		}
 	}

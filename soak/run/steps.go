@@ -132,7 +132,8 @@ func (e *executor) restartAgents(ctx context.Context, nodes []*node.Node, protoc
 }
 
 // hotRestartProxy hot-restarts node n's proxy; with agentToo, the node's
-// agent restarts while the handover is under way.
+// agent is down when the handover starts and comes back half a second
+// into it, while the new epoch waits for its configuration.
 func (e *executor) hotRestartProxy(ctx context.Context, n *node.Node, agentToo bool) (string, error) {
 	if e.hotRestart == nil {
 		return "", fmt.Errorf("this build has no proxy hot restart")
@@ -140,14 +141,18 @@ func (e *executor) hotRestartProxy(ctx context.Context, n *node.Node, agentToo b
 	began := time.Now()
 	old := n.ProxyPID()
 	e.sampler.Replaced(old)
+	if agentToo {
+		if err := e.c.StopAgent(n); err != nil {
+			return "", err
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- e.hotRestart(ctx, n) }()
 	var agentErr error
 	if agentToo {
-		// Inside the handover: the new generation is starting and the old
-		// one still serves.
-		time.Sleep(200 * time.Millisecond)
-		_, agentErr = e.restartAgents(ctx, []*node.Node{n}, "")
+		if agentErr = sleepUntil(ctx, time.Now().Add(500*time.Millisecond)); agentErr == nil {
+			agentErr = e.c.StartAgent(ctx, n)
+		}
 	}
 	if err := <-done; err != nil {
 		return "", fmt.Errorf("hot restart of node %s's proxy: %w", n.Name, err)
@@ -155,12 +160,10 @@ func (e *executor) hotRestartProxy(ctx context.Context, n *node.Node, agentToo b
 	if agentErr != nil {
 		return "", agentErr
 	}
-	if err := e.c.WaitProxyReady(ctx, n, 30*time.Second); err != nil {
-		return "", err
-	}
+	e.sampler.SetPID(n.Name, n.ProxyPID())
 	what := "proxy hot restart"
 	if agentToo {
-		what += " with an agent restart inside it"
+		what += " with the agent restarting inside it"
 	}
 	return fmt.Sprintf("%s on %s (pid %d -> %d) in %s", what, n.Name, old, n.ProxyPID(), time.Since(began).Round(time.Millisecond)), nil
 }

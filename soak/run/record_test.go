@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -70,5 +71,23 @@ func TestClipSpansEndsTheSoakAtTheLastTick(t *testing.T) {
 	got = clipSpans([]Span{s(Measure, 0, 5)}, at.Add(4*time.Second))
 	if len(got) != 0 {
 		t.Fatalf("a window cut short was kept: %+v", got)
+	}
+}
+
+// Steps tile the soak: each starts where the last ended, so no span
+// between them is graded by accident (a transport switch's errors spilled
+// into such a gap once).
+func TestStepsAreContiguous(t *testing.T) {
+	e := &executor{clk: clock{start: time.Now().Truncate(10 * time.Millisecond), tick: 10 * time.Millisecond}}
+	var prev Span
+	for i := range 4 {
+		sp, err := e.run(context.Background(), Step{Kind: Warmup, Length: 20 * time.Millisecond}, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && !sp.Start.Equal(prev.End) {
+			t.Fatalf("step %d starts at %s, the one before ended at %s", i, sp.Start.Format(time.StampMicro), prev.End.Format(time.StampMicro))
+		}
+		prev = sp
 	}
 }

@@ -60,15 +60,28 @@ type executor struct {
 	// hotRestart is the cluster's proxy hot restart, nil where this build
 	// has none.
 	hotRestart func(ctx context.Context, n *node.Node) error
+	// prevEnd is where the last step ended: the next one starts there.
+	prevEnd time.Time
 }
 
-// run executes one step from the next tick; a timed step ends exactly
-// Length later, any other at the first tick after it is done.
+// run executes one step from where the last one ended (the first from
+// the next tick), so the steps tile the soak with no graded gap between
+// them; a timed step ends exactly Length later, any other at the first
+// tick after it is done.
 func (e *executor) run(ctx context.Context, s Step, name string) (Span, error) {
-	start := e.clk.next(time.Now())
+	start := e.prevEnd
+	if start.IsZero() {
+		start = e.clk.next(time.Now())
+	}
 	if err := sleepUntil(ctx, start); err != nil {
 		return Span{}, err
 	}
+	sp, err := e.do(ctx, s, name, start)
+	e.prevEnd = sp.End
+	return sp, err
+}
+
+func (e *executor) do(ctx context.Context, s Step, name string, start time.Time) (Span, error) {
 	sp := Span{Step: s, Name: name, Start: start}
 	var err error
 	switch s.Kind {

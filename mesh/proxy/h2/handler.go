@@ -112,6 +112,9 @@ func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	out := l.upstreamRequest(d, r, c, ep)
+	if c.Spec.PerDownstreamPool {
+		out = withDownstream(out, d)
+	}
 	resp, err := l.opts.Pool.RoundTrip(c, ep, d.chain.FilterState, out)
 	if err != nil {
 		l.opts.Log.Info("http upstream failed", "listener", l.name, "cluster", c.Spec.Name, "host", ep.Addr, "err", err)

@@ -184,6 +184,7 @@ func (l *Listener) handle(c net.Conn) {
 	}
 	conn := &downstream{chain: chain, peer: peer.String(), own: own}
 	l.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+	l.opts.Pool.releaseDownstream(conn)
 }
 
 // handshake runs the server handshake with the chain the SNI selects and
@@ -245,6 +246,7 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	l.mu.Lock()
 	delete(l.plain, srv)
 	l.mu.Unlock()
+	l.opts.Pool.releaseDownstream(conn)
 }
 
 // oneConn is a net.Listener that yields one connection, so that net/http

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/quic-go/quic-go"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
@@ -66,6 +67,8 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 		EnableEarlyData:  spec.HTTP.QUIC.EnableEarlyData,
 		Handler:          http.HandlerFunc(q.serve),
 		ConnectionIDs:    ids,
+		Observer:         o.Metrics.QUICInbound(spec.Name),
+		Trusted:          q.trusted,
 	})
 	if err != nil {
 		_ = conn.Close()
@@ -83,6 +86,17 @@ func (q *QUICListener) serverConfig(hello *tls.ClientHelloInfo) (*tls.Config, er
 		return nil, fmt.Errorf("no filter chain matches server name %q", hello.ServerName)
 	}
 	return chain.TLS.ServerConfig(q.opts.Store), nil
+}
+
+// trusted says whether the listener's chains have a bundle for td: a
+// refused peer from elsewhere is counted as foreign.
+func (q *QUICListener) trusted(td spiffeid.TrustDomain) bool {
+	for _, c := range q.cfg.Load().Chains {
+		if q.opts.Store.HasBundle(c.TLS.ValidationSecret, td) {
+			return true
+		}
+	}
+	return false
 }
 
 // serve hands a request to the TCP inbound's handler, with the chain its

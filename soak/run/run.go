@@ -64,7 +64,11 @@ type Config struct {
 	ProbeInterval time.Duration
 	// SVIDTTL is the agents' --svid-ttl: SVIDs rotate at half of it.
 	SVIDTTL time.Duration
-	Seed    uint64
+	// PairFetchWindow is the agents' --east-west-quic-pair-fetch-window:
+	// shorter than the time between two agent restarts, so every agent's
+	// window closes, and its prunes happen, inside the soak.
+	PairFetchWindow time.Duration
+	Seed            uint64
 	// Pairs and MinWindow override the schedule's sizing (Budget).
 	Pairs     int
 	MinWindow time.Duration
@@ -135,7 +139,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	agentArgs := func(t string) []string {
 		return append([]string{"--trust-domain", cfg.Mesh.TrustDomain, "--mesh-domain", cfg.Mesh.MeshDomain,
 			"--ca-dir", filepath.Join(dir, "cluster", "ca"), "--access-log-dir", filepath.Join(dir, "cluster", "access"),
-			"--upstream-cert", "per-source", "--svid-ttl", cfg.SVIDTTL.String(), "--mesh-transport", t}, cfg.AgentFlags...)
+			"--upstream-cert", "per-source", "--svid-ttl", cfg.SVIDTTL.String(), "--mesh-transport", t,
+			"--east-west-quic-pair-fetch-window", cfg.PairFetchWindow.String(), "--proxy-metrics-url", node.ProxyMetricsURL()}, cfg.AgentFlags...)
 	}
 	c, err := node.Up(ctx, node.Config{Scenario: cfg.Scenario, Mode: constants.CaptureTProxy, RunDir: filepath.Join(dir, "cluster"),
 		Bin: cfg.Bin, Logf: cfg.Logf, AgentArgs: agentArgs(transport(manifest.H2))})

@@ -40,7 +40,7 @@ func TestRunWritesWhatTheGradersRead(t *testing.T) {
 		Scenario: filepath.Join(root, "fixtures", "scenarios", "soak.yaml"), Roles: SoakRoles,
 		Mesh: MeshNames{TrustDomain: "aether.local", MeshDomain: "mesh.local"}, Out: out, ID: "tiny",
 		Duration: 60 * time.Second, Tick: 500 * time.Millisecond, Warmup: time.Second, Pairs: 5, MinWindow: time.Second,
-		Rate: 60, ProbeInterval: 200 * time.Millisecond, SVIDTTL: time.Minute, Seed: 3, MaxRatio: 1.5, SLO: "99.9",
+		Rate: 60, ProbeInterval: 200 * time.Millisecond, SVIDTTL: time.Minute, PairFetchWindow: 3 * time.Second, Seed: 3, MaxRatio: 1.5, SLO: "99.9",
 		Build: "abc1234", Progress: testWriter{t}, Logf: t.Logf,
 	}
 	res, err := Run(context.Background(), cfg)

@@ -94,19 +94,9 @@ type Result struct {
 	Missed map[string]int
 }
 
-// hotRestarter is a cluster that can hot-restart a node's proxy.
-type hotRestarter interface {
-	HotRestartProxy(ctx context.Context, n *node.Node) error
-}
-
-// ChaosKinds are the chaos steps this build can run: the proxy hot
-// restarts only where the cluster has them.
+// ChaosKinds are the chaos steps a schedule draws from.
 func ChaosKinds() []StepKind {
-	kinds := []StepKind{AgentRestart, PodChurn}
-	if _, ok := any((*node.Cluster)(nil)).(hotRestarter); ok {
-		kinds = append(kinds, ProxyHotRestart, AgentInHotRestart)
-	}
-	return kinds
+	return []StepKind{AgentRestart, PodChurn, ProxyHotRestart, AgentInHotRestart}
 }
 
 // Expected costs of a switch and a chaos step, to size the windows.

@@ -37,57 +37,73 @@ type soak struct {
 }
 
 func newSoak(c *node.Cluster, cfg Config, dir string, steps []Step, agentArgs func(string) []string) (*soak, error) {
-	s := &soak{cfg: cfg, dir: dir, steps: steps, c: c, rec: NewRecorder()}
-	var sources []Source
-	listeners := map[string][]string{}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Roles.Sources)) {
-		p := c.Pod(cfg.Roles.Namespace, name)
-		if p == nil {
-			return nil, fmt.Errorf("load source %s/%s is not a pod of %s", cfg.Roles.Namespace, name, cfg.Scenario)
-		}
-		sources = append(sources, Source{Pod: p, Services: cfg.Roles.Sources[name]})
-		listeners[p.Node] = append(listeners[p.Node], "http-outbound~"+p.Namespace+"~"+p.Name)
+	sources, listeners, err := loadSources(c, cfg)
+	if err != nil {
+		return nil, err
 	}
 	prober, churn := c.Pod(cfg.Roles.Namespace, cfg.Roles.Prober), c.Pod(cfg.Roles.Namespace, cfg.Roles.Churn)
 	if prober == nil || churn == nil {
 		return nil, fmt.Errorf("prober %q or churn pod %q is not a pod of %s", cfg.Roles.Prober, cfg.Roles.Churn, cfg.Scenario)
 	}
-	var err error
+	s := &soak{cfg: cfg, dir: dir, steps: steps, c: c, rec: NewRecorder()}
 	if s.load, err = NewLoad(filepath.Join(dir, ResultsFile)); err != nil {
 		return nil, err
 	}
 	if s.prober, err = NewProber(filepath.Join(dir, ProbesFile)); err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.load.Close())
 	}
 	s.sampler = NewSampler(s.rec, c.Nodes(), listeners)
 	s.clk = clock{start: time.Now().Add(cfg.Tick).Truncate(cfg.Tick), tick: cfg.Tick}
-	s.exec = &executor{c: c, clk: s.clk, mesh: cfg.Mesh, args: agentArgs, load: s.load, sampler: s.sampler, churn: churn, churnTo: cfg.Roles.ChurnTarget}
-	if hr, ok := any(c).(hotRestarter); ok {
-		s.exec.hotRestart = hr.HotRestartProxy
-	}
+	s.exec = &executor{c: c, clk: s.clk, mesh: cfg.Mesh, args: agentArgs, load: s.load, sampler: s.sampler,
+		churn: churn, churnTo: cfg.Roles.ChurnTarget}
 	if s.rate, err = s.load.Start(c, cfg.Mesh, sources, cfg.Rate); err != nil {
 		s.load.Stop()
-		return nil, err
+		return nil, errors.Join(err, s.load.Close(), s.prober.Close())
 	}
+	s.startWatchers(prober)
+	s.prog = &progress{w: cfg.Progress, tty: cfg.TTY, start: s.clk.start, planned: cfg.Duration, windows: countWindows(steps)}
+	return s, nil
+}
+
+// loadSources resolves the load's source pods and, per node, the outbound
+// listeners whose requests are theirs.
+func loadSources(c *node.Cluster, cfg Config) ([]Source, map[string][]string, error) {
+	var sources []Source
+	listeners := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Roles.Sources)) {
+		p := c.Pod(cfg.Roles.Namespace, name)
+		if p == nil {
+			return nil, nil, fmt.Errorf("load source %s/%s is not a pod of %s", cfg.Roles.Namespace, name, cfg.Scenario)
+		}
+		sources = append(sources, Source{Pod: p, Services: cfg.Roles.Sources[name]})
+		listeners[p.Node] = append(listeners[p.Node], "http-outbound~"+p.Namespace+"~"+p.Name)
+	}
+	return sources, listeners, nil
+}
+
+// startWatchers starts the sampler on the tick grid and the prober.
+func (s *soak) startWatchers(prober *node.Pod) {
 	var sctx, pctx context.Context
 	sctx, s.stopSampler = context.WithCancel(context.Background())
 	pctx, s.stopProber = context.WithCancel(context.Background())
 	s.samplerDone, s.proberDone = make(chan struct{}), make(chan struct{})
-	go func() { s.sampler.Run(sctx, s.clk.start, cfg.Tick); close(s.samplerDone) }()
+	go func() { s.sampler.Run(sctx, s.clk.start, s.cfg.Tick); close(s.samplerDone) }()
 	go func() {
-		if err := s.prober.Run(pctx, c, cfg.Mesh, prober, cfg.Roles.ProbeTarget, cfg.ProbeInterval); err != nil {
-			cfg.Logf("prober: %v", err)
+		if err := s.prober.Run(pctx, s.c, s.cfg.Mesh, prober, s.cfg.Roles.ProbeTarget, s.cfg.ProbeInterval); err != nil {
+			s.cfg.Logf("prober: %v", err)
 		}
 		close(s.proberDone)
 	}()
-	windows := 0
+}
+
+func countWindows(steps []Step) int {
+	n := 0
 	for _, st := range steps {
 		if st.Kind == Measure {
-			windows++
+			n++
 		}
 	}
-	s.prog = &progress{w: cfg.Progress, tty: cfg.TTY, start: s.clk.start, planned: cfg.Duration, windows: windows}
-	return s, nil
+	return n
 }
 
 func (s *soak) status(windows int, step string) status {

@@ -57,9 +57,6 @@ type executor struct {
 	sampler *Sampler
 	churn   *node.Pod
 	churnTo string
-	// hotRestart is the cluster's proxy hot restart, nil where this build
-	// has none.
-	hotRestart func(ctx context.Context, n *node.Node) error
 	// prevEnd is where the last step ended: the next one starts there.
 	prevEnd time.Time
 }
@@ -148,9 +145,6 @@ func (e *executor) restartAgents(ctx context.Context, nodes []*node.Node, protoc
 // agent is down when the handover starts and comes back half a second
 // into it, while the new epoch waits for its configuration.
 func (e *executor) hotRestartProxy(ctx context.Context, n *node.Node, agentToo bool) (string, error) {
-	if e.hotRestart == nil {
-		return "", fmt.Errorf("this build has no proxy hot restart")
-	}
 	began := time.Now()
 	old := n.ProxyPID()
 	e.sampler.Replaced(old)
@@ -160,7 +154,7 @@ func (e *executor) hotRestartProxy(ctx context.Context, n *node.Node, agentToo b
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- e.hotRestart(ctx, n) }()
+	go func() { done <- e.c.HotRestartProxy(ctx, n) }()
 	var agentErr error
 	if agentToo {
 		if agentErr = sleepUntil(ctx, time.Now().Add(500*time.Millisecond)); agentErr == nil {

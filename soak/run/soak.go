@@ -61,7 +61,8 @@ func newSoak(c *node.Cluster, cfg Config, dir string, steps []Step, agentArgs fu
 		return nil, errors.Join(err, s.load.Close(), s.prober.Close())
 	}
 	s.startWatchers(prober)
-	s.prog = &progress{w: cfg.Progress, tty: cfg.TTY, start: s.clk.start, planned: cfg.Duration, windows: countWindows(steps)}
+	// The load's rate is reckoned from its start.
+	s.prog = &progress{w: cfg.Progress, tty: cfg.TTY, start: s.clk.start, planned: cfg.Duration, windows: countWindows(steps), lastAt: time.Now()}
 	return s, nil
 }
 

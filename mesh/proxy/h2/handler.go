@@ -56,7 +56,7 @@ func (l *Listener) handler(d *downstream) http.Handler {
 		l.serve(d, cw, r, &rec)
 		rec.Duration = time.Since(start)
 		rec.BytesReceived, rec.BytesSent = body.n, cw.n
-		l.opts.Metrics.HTTPRequest(l.name, rec.Cluster, rec.Status, orDash(rec.Flags))
+		l.stats.Request(rec.Cluster, rec.Status, orDash(rec.Flags))
 		if al := d.chain.HCM.AccessLog; al != nil {
 			l.opts.Logs.Write(al, rec)
 		}

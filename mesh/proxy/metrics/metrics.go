@@ -205,6 +205,19 @@ const (
 // HTTPListener is one HTTP listener's counters.
 type HTTPListener struct {
 	AcceptErrors prometheus.Counter
+
+	name     string
+	requests *prometheus.CounterVec
+	// answered holds the counter of each (cluster, code, flags) series
+	// the listener has answered: a request then costs one map read, not
+	// the vector's label hashing, its lock and a code formatted anew.
+	mu       sync.RWMutex
+	answered map[requestKey]prometheus.Counter
+}
+
+type requestKey struct {
+	cluster, flags string
+	code           int
 }
 
 // HTTPListener returns the handles for an HTTP listener name, and makes
@@ -214,12 +227,23 @@ func (m *Metrics) HTTPListener(name string) *HTTPListener {
 	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake} {
 		m.httpRefused.WithLabelValues(name, r)
 	}
-	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name)}
+	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name), name: name, requests: m.httpRequests,
+		answered: map[requestKey]prometheus.Counter{}}
 }
 
-// HTTPRequest counts one answered request.
-func (m *Metrics) HTTPRequest(listener, cluster string, code int, flags string) {
-	m.httpRequests.WithLabelValues(listener, cluster, strconv.Itoa(code), flags).Inc()
+// Request counts one answered request.
+func (l *HTTPListener) Request(cluster string, code int, flags string) {
+	k := requestKey{cluster: cluster, flags: flags, code: code}
+	l.mu.RLock()
+	c := l.answered[k]
+	l.mu.RUnlock()
+	if c == nil {
+		c = l.requests.WithLabelValues(l.name, cluster, strconv.Itoa(code), flags)
+		l.mu.Lock()
+		l.answered[k] = c
+		l.mu.Unlock()
+	}
+	c.Inc()
 }
 
 // HTTPRefused counts one refused downstream handshake.

@@ -15,6 +15,13 @@ SUITES_ONLY ?= udproute,mtls,eastwest,mtlspool
 # is suites/provider.Main; those on provider.EmbeddedMain need the embedded
 # netns cluster), each of which must write a result.
 E2E_SUITES ?= udproute,mtls,eastwest
+# The local soak (aether-soak run): its length, the smoke's, and extra
+# agent flags (a test-only control soaks a build broken on purpose, e.g.
+# SOAK_AGENT_FLAGS=--test-only-twin-shares-base-eds).
+SOAK_DURATION ?= 10m
+SOAK_SMOKE_DURATION ?= 2m
+SOAK_AGENT_FLAGS ?=
+SOAK_RUN_ARGS = $(foreach f,$(SOAK_AGENT_FLAGS),-agent-flag=$(f))
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.
@@ -29,15 +36,17 @@ export AETHER_BUILD_DIRTY := $(BUILD_DIRTY)
 # says the build is not releasable).
 GATE_BUILD = $(if $(BUILD_REVISION),-build $(BUILD_REVISION)) $(if $(filter true,$(BUILD_DIRTY)),-allow-dirty)
 
-.PHONY: help test gate rigs suites e2e soak report build vet clean
+.PHONY: help test gate rigs suites e2e soak soak-run soak-smoke report build vet clean
 
 help:
-	@echo "make gate    run every local red-then-green suite, write $(REPORTS)/, print the verdict"
+	@echo "make gate    run every local red-then-green suite and the soak smoke, write $(REPORTS)/, print the verdict"
 	@echo "make test    all tests (unit, privileged rigs, suites); as root nothing skips"
 	@echo "make rigs    run the Phase 0 rig and print its table"
 	@echo "make suites  run the ginkgo suites on the embedded netns cluster and print their tables"
 	@echo "make e2e     the suites on kind (needs a container engine; kind itself is a Go module)"
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
+	@echo "make soak-run    run a local soak on the embedded netns cluster ($(SOAK_DURATION); SOAK_DURATION=…), grade it into reports/runs/<run>/, update reports/index.html"
+	@echo "make soak-smoke  the same for $(SOAK_SMOKE_DURATION) (make gate runs it and requires its grade)"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
 	@echo "make build   build every binary into bin/"
 	@echo "make vet     go vet every package (make test runs it first)"
@@ -55,7 +64,9 @@ test: vet
 # The gate and the grader are built, not `go run`: go run adds its own
 # "exit status 1" to a failing verdict. A SOAK that names no file is refused
 # before the suites run, not after. The suites' output goes to a log
-# file, so ginkgo is told not to colour it.
+# file, so ginkgo is told not to colour it. The soak smoke runs after the
+# suites, not beside them, so its CPU windows do not measure the suites;
+# its grade goes to $(REPORTS)/soaks, where the gate requires it.
 gate:
 	@if [ -n "$(SOAK)" ] && [ ! -f "$(SOAK)" ]; then \
 		echo "make gate: SOAK=$(SOAK): no such manifest; nothing was run"; exit 2; fi
@@ -64,9 +75,11 @@ gate:
 	@GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
 		> $(REPORTS)/suites.log 2>&1; echo $$? > $(REPORTS)/suites.rc; \
 		echo "suite packages exited $$(cat $(REPORTS)/suites.rc) (log: $(REPORTS)/suites.log)"
+	@$(REPORTS)/bin/aether-soak run -duration $(SOAK_SMOKE_DURATION) -gate-out $(REPORTS)/soaks $(SOAK_RUN_ARGS) \
+		> $(REPORTS)/soak-smoke.log 2>&1; echo "soak smoke exited $$? (log: $(REPORTS)/soak-smoke.log)"
 	@if [ -n "$(SOAK)" ]; then $(REPORTS)/bin/aether-soak grade -suites $(REPORTS)/suites \
 		-out $(REPORTS)/soaks $(SOAK) > /dev/null || true; fi
-	@$(REPORTS)/bin/aether-gate -dir $(REPORTS) -require $(GATE_SUITES) $(if $(SOAK),-require-soak) $(GATE_BUILD)
+	@$(REPORTS)/bin/aether-gate -dir $(REPORTS) -require $(GATE_SUITES) -require-soak $(GATE_BUILD)
 	@rc=$$(cat $(REPORTS)/suites.rc); if [ "$$rc" != 0 ]; then \
 		echo "make gate: FAIL: the suite packages exited $$rc although their results passed (a leak check or a test outside the tables failed; see $(REPORTS)/suites.log)"; exit 1; fi
 
@@ -96,6 +109,13 @@ e2e:
 
 soak:
 	$(GO) run ./soak/cmd/aether-soak grade-all fixtures/soaks
+
+# A local soak: built (a go run would add its own exit line), run, graded
+# into reports/runs/<run>/ beside the index. It exits 1 when the soak did
+# not pass, naming the gates.
+soak-run soak-smoke:
+	@$(GO) build -o bin/ ./soak/cmd/aether-soak
+	bin/aether-soak run -duration $(if $(filter soak-smoke,$@),$(SOAK_SMOKE_DURATION),$(SOAK_DURATION)) $(SOAK_RUN_ARGS)
 
 report:
 	$(GO) run ./reports/cmd/aether-report -out reports

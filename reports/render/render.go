@@ -314,6 +314,7 @@ var funcs = template.FuncMap{
 	"mn":    notMeasured(count),
 	"i":     func(v int64) string { return grade.FormatCount(v) },
 	"t":     func(v interface{ Format(string) string }) string { return v.Format("2006-01-02 15:04") },
+	"ts":    func(v interface{ Format(string) string }) string { return v.Format("2006-01-02 15:04:05") },
 	"hm":    func(v interface{ Format(string) string }) string { return v.Format("15:04") },
 	"join":  strings.Join,
 }
@@ -348,6 +349,10 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 {{with .G.Excluded}}<h2>Excluded windows</h2>
 <table><tr><th>name</th><th>from</th><th>to</th><th>reason</th></tr>
 {{range .}}<tr><td>{{.Name}}</td><td>{{t .Start}}</td><td>{{t .End}}</td><td>{{.Reason}}</td></tr>{{end}}</table>{{end}}
+
+{{with .G.Events}}<h2>Graded chaos events</h2>
+<table><tr><th>name</th><th>from</th><th>to</th><th>what</th></tr>
+{{range .}}<tr><td>{{.Name}}</td><td>{{ts .Start}}</td><td>{{ts .End}}</td><td>{{.What}}</td></tr>{{end}}</table>{{end}}
 
 {{with .G.CPU}}<h2>h3/h2 per-request proxy CPU</h2>
 <p>{{.Method}}. Target {{f1 .TargetRPS}} rps; gate ≤ {{f2 .Max}}×.

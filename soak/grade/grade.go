@@ -37,6 +37,7 @@ type Grade struct {
 	Start       time.Time           `json:"start"`
 	End         time.Time           `json:"end"`
 	Excluded    []manifest.Excluded `json:"excluded,omitempty"`
+	Events      []manifest.Event    `json:"events,omitempty"`
 	Verdict     Verdict             `json:"verdict"`
 	Reason      string              `json:"reason"`
 	Gates       []Gate              `json:"gates"`
@@ -53,7 +54,7 @@ type Grade struct {
 func Run(m *manifest.Manifest) (*Grade, error) {
 	g := &Grade{
 		Soak: m.Name, Description: m.Description, Manifest: m.Path, Builds: m.Builds,
-		Start: m.Start, End: m.End, Excluded: m.Excluded,
+		Start: m.Start, End: m.End, Excluded: m.Excluded, Events: m.Events,
 	}
 	ev := &loader{m: m, prom: map[string]evidence.Matrix{}}
 	if m.Gates.CPURatio != nil {

@@ -36,8 +36,12 @@ type Manifest struct {
 	TargetRPS float64    `json:"target_rps,omitempty"`
 	Windows   []Window   `json:"windows,omitempty"`
 	Excluded  []Excluded `json:"excluded,omitempty"`
-	Sources   Sources    `json:"sources"`
-	Gates     Gates      `json:"gates"`
+	// Events are chaos steps graded like the rest of the soak: nothing is
+	// left out of any gate for them. They are listed so the report can say
+	// what the mesh carried and when.
+	Events  []Event `json:"events,omitempty"`
+	Sources Sources `json:"sources"`
+	Gates   Gates   `json:"gates"`
 
 	// Dir is the directory the manifest was read from.
 	Dir string `json:"-"`
@@ -75,6 +79,15 @@ type Excluded struct {
 	Start  time.Time `json:"start"`
 	End    time.Time `json:"end"`
 	Reason string    `json:"reason"`
+}
+
+// Event is a graded chaos step (an agent restart, a pod leaving and
+// returning, SVID rotation), with what was done.
+type Event struct {
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	What  string    `json:"what"`
 }
 
 // Series names the series of a Prometheus query_range file.
@@ -350,6 +363,18 @@ func (m *Manifest) Validate() error {
 			if x.Start.Before(w.End) && w.Start.Before(x.End) {
 				return m.errf(f, "overlaps measurement window %s: a measured window cannot contain a roll or chaos step", w.Name)
 			}
+		}
+	}
+	for i, ev := range m.Events {
+		f := fmt.Sprintf("events[%d] (%s)", i, ev.Name)
+		if ev.Name == "" || ev.What == "" {
+			return m.errf(f, "needs a name and what was done")
+		}
+		if !ev.End.After(ev.Start) {
+			return m.errf(f+".end", "not after start")
+		}
+		if ev.Start.Before(m.Start) || ev.End.After(m.End) {
+			return m.errf(f, "lies outside the soak %s .. %s", m.Start.Format(time.RFC3339), m.End.Format(time.RFC3339))
 		}
 	}
 	g := m.Gates

@@ -1,5 +1,6 @@
-// Command aether-soak grades recorded soaks.
+// Command aether-soak runs local soaks and grades soaks.
 //
+//	aether-soak run [-duration D] [-agent-flag F]...  run a soak on the embedded netns cluster, grade it, update the index
 //	aether-soak grade [-out DIR] MANIFEST      grade one soak, write its report, exit 0 only on PASS
 //	aether-soak grade-all [-out DIR] SOAKS     grade every SOAKS/*/manifest.{yaml,json} and print the verdicts
 //
@@ -33,7 +34,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: aether-soak grade [-out DIR] [-suites DIR] MANIFEST | aether-soak grade-all [-out DIR] [-strict] SOAKS")
+	fmt.Fprintln(w, "usage: aether-soak run [flags] | aether-soak grade [-out DIR] [-suites DIR] MANIFEST | aether-soak grade-all [-out DIR] [-strict] SOAKS")
 }
 
 // misuse names what was wrong with the command line, then the usage.
@@ -48,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return misuse(stderr, "no command given")
 	}
 	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdout, stderr)
 	case "grade":
 		fs := flag.NewFlagSet("grade", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -111,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tw.Flush()
 		return code
 	default:
-		return misuse(stderr, "unknown command %q (want grade or grade-all)", args[0])
+		return misuse(stderr, "unknown command %q (want run, grade or grade-all)", args[0])
 	}
 }
 

@@ -165,7 +165,7 @@ func TestMisuseNamesTheMistake(t *testing.T) {
 		want string
 	}{
 		{nil, "aether-soak: no command given"},
-		{[]string{"grad", "m.yaml"}, `aether-soak: unknown command "grad" (want grade or grade-all)`},
+		{[]string{"grad", "m.yaml"}, `aether-soak: unknown command "grad" (want run, grade or grade-all)`},
 		{[]string{"grade"}, "aether-soak: grade takes one MANIFEST, got 0 argument(s)"},
 		{[]string{"grade", "a/manifest.yaml", "b/manifest.yaml"}, "aether-soak: grade takes one MANIFEST, got 2 argument(s)"},
 		{[]string{"grade-all"}, "aether-soak: grade-all takes one SOAKS folder, got 0 argument(s)"},
@@ -174,5 +174,40 @@ func TestMisuseNamesTheMistake(t *testing.T) {
 		if code := run(tc.args, &stdout, &stderr); code != 2 || !strings.HasPrefix(stderr.String(), tc.want+"\nusage: ") {
 			t.Errorf("%q: exit %d, stderr:\n%s\nwant it to start with %q and the usage", tc.args, code, stderr.String(), tc.want)
 		}
+	}
+}
+
+// A run's folder is graded in place, the index beside the run folders
+// lists it, and -gate-out files the grade where aether-gate reads it.
+func TestGradeRunFilesTheGradeTheIndexAndTheGateCopy(t *testing.T) {
+	runs := filepath.Join(t.TempDir(), "runs")
+	src := filepath.Join(fixtures, "2026-09-28-rev247-same-build-ab")
+	if err := os.CopyFS(filepath.Join(runs, "night-1"), os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	gateOut := filepath.Join(t.TempDir(), "soaks")
+	var stdout, stderr bytes.Buffer
+	if code := gradeRun(filepath.Join(runs, "night-1", "manifest.yaml"), runs, gateOut, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, f := range []string{
+		filepath.Join(runs, "night-1", "report.html"), filepath.Join(runs, "night-1", "grade.json"),
+		filepath.Join(filepath.Dir(runs), "index.html"), filepath.Join(gateOut, "night-1", "grade.json"),
+	} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
+	}
+	idx, _ := os.ReadFile(filepath.Join(filepath.Dir(runs), "index.html"))
+	if !strings.Contains(string(idx), "runs/night-1/report.html") {
+		t.Errorf("the index does not link the run's report")
+	}
+}
+
+func TestRunRefusesArguments(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "fixtures/scenarios/soak.yaml"}, &stdout, &stderr); code != 2 ||
+		!strings.HasPrefix(stderr.String(), `aether-soak: run takes flags only, got "fixtures/scenarios/soak.yaml"`) {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
 }

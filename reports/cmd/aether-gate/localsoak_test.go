@@ -1,0 +1,103 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/aether-mesh/aether/reports/render"
+	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/soak/grade"
+	"github.com/aether-mesh/aether/soak/manifest"
+	soakrun "github.com/aether-mesh/aether/soak/run"
+)
+
+// localSoak writes the folder `aether-soak run` writes for a run of six
+// ABBA pairs of build revision whose h3 windows cost 1.1× the h2 ones, and
+// grades it as `aether-soak run -gate-out` does: stamped with the build in
+// AETHER_BUILD_REVISION.
+func localSoak(t *testing.T, dir, revision string) {
+	t.Helper()
+	run := t.TempDir()
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var spans []soakrun.Span
+	for i := range 12 {
+		proto := manifest.H2
+		if k := i % 4; k == 1 || k == 2 {
+			proto = manifest.H3
+		}
+		s := soakrun.Step{Kind: soakrun.Measure, Protocol: proto}
+		spans = append(spans, soakrun.Span{Step: s, Name: soakrun.SpanName(s, i+1, 0),
+			Start: start.Add(time.Duration(10*i) * time.Second), End: start.Add(time.Duration(10*i+10) * time.Second)})
+	}
+	end := spans[len(spans)-1].End
+	rec := soakrun.NewRecorder()
+	var cpu, reqs float64
+	for at := start; !at.After(end); at = at.Add(time.Second) {
+		if at.After(start) {
+			cost := 1.0
+			if spans[int(at.Sub(start)-1)/int(10*time.Second)].Protocol == manifest.H3 {
+				cost = 1.1
+			}
+			reqs += 100
+			cpu += 100 * cost / 1000
+		}
+		for name, v := range map[string]float64{soakrun.SeriesProxyCPU: cpu, soakrun.SeriesProxyRequests: reqs, soakrun.SeriesClientRequests: reqs,
+			soakrun.SeriesNC: 0, soakrun.SeriesProxyExits: 0, soakrun.SeriesStepsNotRun: 0, soakrun.SeriesProbes: reqs / 10, soakrun.SeriesProbesFailed: 0} {
+			if err := rec.Add(name, map[string]string{"node": "node-a"}, at, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := rec.WriteMatrix(filepath.Join(run, soakrun.CountersFile)); err != nil {
+		t.Fatal(err)
+	}
+	load, err := soakrun.NewLoad(filepath.Join(run, soakrun.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Record(&vegeta.Result{Timestamp: start.Add(time.Second), Code: 200, Method: "GET", URL: "http://10.96.0.70:18081/"})
+	if err := load.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path, err := soakrun.WriteManifest(run, soakrun.Manifest(soakrun.Outline{Name: "local", Build: revision, Start: start, End: end,
+		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9"}, spans))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := grade.Run(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(results.EnvRevision, revision)
+	t.Setenv(results.EnvDirty, "false")
+	g.Build = results.Stamp()
+	if err := render.WriteSoak(filepath.Join(dir, "soaks", "local"), g, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A local soak's grade speaks for the build it ran and was graded by, and
+// for no other.
+func TestALocalSoakIsAcceptedForItsBuildOnly(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("udproute-selection", true, built(rev, false)))
+	localSoak(t, dir, rev)
+	code, out := runGate(t, config{dir: dir, build: rev, requireSoak: true})
+	if code != 0 || !strings.Contains(out, "1.10×") || !strings.Contains(out, "PASS: 1 suite(s) and 1 soak(s) passed") {
+		t.Fatalf("the local soak of the gated build: exit %d\n%s", code, out)
+	}
+	other := "2222222222222222222222222222222222222222"
+	write(t, dir, suite("udproute-selection", true, built(other, false)))
+	code, out = runGate(t, config{dir: dir, build: other, requireSoak: true})
+	if code != 1 || !strings.Contains(out, "cannot judge build "+other+" from soak local: it ran "+rev) {
+		t.Fatalf("the local soak of another build: exit %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,170 @@
+// Package run is the local soak: the aether mesh on a two-node embedded
+// netns cluster (rigs/node) under open-loop paced load, in ABBA windows
+// that switch the agents between --mesh-transport h2 and auto, with a
+// liveness prober, CPU and request counters sampled on one tick grid, and a
+// bounded, seeded chaos schedule. It writes what the graders read (a
+// manifest, Prometheus query_range counters, vegeta results) into one run
+// folder; soak/cmd/aether-soak grades it.
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/soak/manifest"
+)
+
+// MeshNames are the mesh's trust and DNS domains.
+type MeshNames struct{ TrustDomain, MeshDomain string }
+
+// Roles says which pods of the scenario do what.
+type Roles struct {
+	Namespace string
+	// Sources maps each load source pod to the services it calls.
+	Sources map[string][]string
+	// Prober is the prober's pod and ProbeTarget the service it calls.
+	Prober, ProbeTarget string
+	// Churn is the pod the chaos schedule removes and adds back, and
+	// ChurnTarget the service it calls before and after.
+	Churn, ChurnTarget string
+}
+
+// SoakRoles are the roles of fixtures/scenarios/soak.yaml.
+var SoakRoles = Roles{
+	Namespace: "demo",
+	Sources: map[string][]string{
+		"web-0":    {"api", "cart", "ledger"},
+		"batch-0":  {"api"},
+		"worker-0": {"api", "ledger"},
+	},
+	Prober: "probe-0", ProbeTarget: "api",
+	Churn: "cron-0", ChurnTarget: "cart",
+}
+
+// Config is one run.
+type Config struct {
+	Scenario string
+	Roles    Roles
+	Mesh     MeshNames
+	// Out holds run folders; the run writes Out/ID.
+	Out, ID  string
+	Duration time.Duration
+	// Tick is the sampling grid; Warmup each discarded warm-up's length.
+	Tick, Warmup time.Duration
+	// Rate is the load's target in requests per second, over all sources.
+	Rate          float64
+	ProbeInterval time.Duration
+	// SVIDTTL is the agents' --svid-ttl: SVIDs rotate at half of it.
+	SVIDTTL time.Duration
+	// PairFetchWindow is the agents' --east-west-quic-pair-fetch-window:
+	// shorter than the time between two agent restarts, so every agent's
+	// window closes, and its prunes happen, inside the soak.
+	PairFetchWindow time.Duration
+	Seed            uint64
+	// Pairs and MinWindow override the schedule's sizing (Budget).
+	Pairs     int
+	MinWindow time.Duration
+	// AgentFlags are extra flags for every agent (a test-only control, to
+	// soak a build broken on purpose).
+	AgentFlags []string
+	MaxRatio   float64
+	SLO        string
+	// Build is the revision the run's windows are declared to have run.
+	Build    string
+	Bin      node.Binaries
+	Progress io.Writer
+	TTY      bool
+	Logf     func(format string, args ...any)
+}
+
+// Result says where the run wrote and how it ended.
+type Result struct {
+	Dir, Manifest string
+	// Partial says why the run stopped before its schedule's end.
+	Partial string
+	// Missed counts failed scrapes (their counters carried over the tick).
+	Missed map[string]int
+}
+
+// ChaosKinds are the chaos steps a schedule draws from.
+func ChaosKinds() []StepKind {
+	return []StepKind{AgentRestart, PodChurn, ProxyHotRestart, AgentInHotRestart}
+}
+
+// Expected costs of a switch and a chaos step, to size the windows.
+const (
+	switchCost = 2 * time.Second
+	chaosCost  = 4 * time.Second
+)
+
+// Run runs the soak until its schedule ends or ctx does; either way it
+// tears the cluster down and writes what it measured. Only a run that
+// measured nothing, or whose files could not be written, is an error.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
+		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Seed: cfg.Seed,
+		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
+	if err != nil {
+		return nil, err
+	}
+	// The CNI and the agents take their sockets' paths from here, and
+	// those must be absolute.
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, cfg.ID))
+	if err != nil {
+		return nil, fmt.Errorf("failed to resolve the run folder: %w", err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "prometheus"), filepath.Join(dir, "vegeta"), filepath.Join(dir, "cluster", "access")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("failed to create the run folder: %w", err)
+		}
+	}
+	agentArgs := func(t string) []string {
+		return append([]string{"--trust-domain", cfg.Mesh.TrustDomain, "--mesh-domain", cfg.Mesh.MeshDomain,
+			"--ca-dir", filepath.Join(dir, "cluster", "ca"), "--access-log-dir", filepath.Join(dir, "cluster", "access"),
+			"--upstream-cert", "per-source", "--svid-ttl", cfg.SVIDTTL.String(), "--mesh-transport", t,
+			"--east-west-quic-pair-fetch-window", cfg.PairFetchWindow.String(), "--proxy-metrics-url", node.ProxyMetricsURL()}, cfg.AgentFlags...)
+	}
+	c, err := node.Up(ctx, node.Config{Scenario: cfg.Scenario, Mode: constants.CaptureTProxy, RunDir: filepath.Join(dir, "cluster"),
+		Bin: cfg.Bin, Logf: cfg.Logf, AgentArgs: agentArgs(transport(manifest.H2))})
+	if err != nil {
+		return nil, fmt.Errorf("failed to bring up the soak cluster: %w", err)
+	}
+	s, err := newSoak(c, cfg, dir, steps, agentArgs)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	spans, partial := s.execute(ctx)
+	end := s.stop(ctx, spans)
+	if err := c.Close(); err != nil {
+		partial = joinWhy(partial, fmt.Sprintf("the cluster's teardown failed: %v", err))
+	}
+	return s.write(spans, end, partial)
+}
+
+func joinWhy(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// writeSpans keeps every span as it ran, with its detail, beside the
+// manifest.
+func writeSpans(dir string, spans []Span) error {
+	b, err := json.MarshalIndent(spans, "", "  ")
+	if err != nil {
+		return fmt.Errorf("failed to encode the run's spans: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SpansFile), b, 0o644); err != nil {
+		return fmt.Errorf("failed to write the run's spans: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/soak/manifest"
+)
+
+// cutShort marks the detail of a step that did not run to its end.
+const cutShort = "cut short: "
+
+// soak is a run in progress: the cluster, its load, prober and sampler.
+type soak struct {
+	cfg     Config
+	dir     string
+	steps   []Step
+	c       *node.Cluster
+	rec     *Recorder
+	load    *Load
+	prober  *Prober
+	sampler *Sampler
+	clk     clock
+	exec    *executor
+	rate    float64
+	prog    *progress
+
+	stopSampler, stopProber context.CancelFunc
+	samplerDone, proberDone chan struct{}
+}
+
+func newSoak(c *node.Cluster, cfg Config, dir string, steps []Step, agentArgs func(string) []string) (*soak, error) {
+	sources, listeners, err := loadSources(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	prober, churn := c.Pod(cfg.Roles.Namespace, cfg.Roles.Prober), c.Pod(cfg.Roles.Namespace, cfg.Roles.Churn)
+	if prober == nil || churn == nil {
+		return nil, fmt.Errorf("prober %q or churn pod %q is not a pod of %s", cfg.Roles.Prober, cfg.Roles.Churn, cfg.Scenario)
+	}
+	s := &soak{cfg: cfg, dir: dir, steps: steps, c: c, rec: NewRecorder()}
+	if s.load, err = NewLoad(filepath.Join(dir, ResultsFile)); err != nil {
+		return nil, err
+	}
+	if s.prober, err = NewProber(filepath.Join(dir, ProbesFile)); err != nil {
+		return nil, errors.Join(err, s.load.Close())
+	}
+	s.sampler = NewSampler(s.rec, c.Nodes(), listeners)
+	s.clk = clock{start: time.Now().Add(cfg.Tick).Truncate(cfg.Tick), tick: cfg.Tick}
+	s.exec = &executor{c: c, clk: s.clk, mesh: cfg.Mesh, args: agentArgs, load: s.load, sampler: s.sampler,
+		churn: churn, churnTo: cfg.Roles.ChurnTarget}
+	if s.rate, err = s.load.Start(c, cfg.Mesh, sources, cfg.Rate); err != nil {
+		s.load.Stop()
+		return nil, errors.Join(err, s.load.Close(), s.prober.Close())
+	}
+	s.startWatchers(prober)
+	// The load's rate is reckoned from its start.
+	s.prog = &progress{w: cfg.Progress, tty: cfg.TTY, start: s.clk.start, planned: cfg.Duration, windows: countWindows(steps), lastAt: time.Now()}
+	return s, nil
+}
+
+// loadSources resolves the load's source pods and, per node, the outbound
+// listeners whose requests are theirs.
+func loadSources(c *node.Cluster, cfg Config) ([]Source, map[string][]string, error) {
+	var sources []Source
+	listeners := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Roles.Sources)) {
+		p := c.Pod(cfg.Roles.Namespace, name)
+		if p == nil {
+			return nil, nil, fmt.Errorf("load source %s/%s is not a pod of %s", cfg.Roles.Namespace, name, cfg.Scenario)
+		}
+		sources = append(sources, Source{Pod: p, Services: cfg.Roles.Sources[name]})
+		listeners[p.Node] = append(listeners[p.Node], "http-outbound~"+p.Namespace+"~"+p.Name)
+	}
+	return sources, listeners, nil
+}
+
+// startWatchers starts the sampler on the tick grid and the prober.
+func (s *soak) startWatchers(prober *node.Pod) {
+	var sctx, pctx context.Context
+	sctx, s.stopSampler = context.WithCancel(context.Background())
+	pctx, s.stopProber = context.WithCancel(context.Background())
+	s.samplerDone, s.proberDone = make(chan struct{}), make(chan struct{})
+	go func() { s.sampler.Run(sctx, s.clk.start, s.cfg.Tick); close(s.samplerDone) }()
+	go func() {
+		if err := s.prober.Run(pctx, s.c, s.cfg.Mesh, prober, s.cfg.Roles.ProbeTarget, s.cfg.ProbeInterval); err != nil {
+			s.cfg.Logf("prober: %v", err)
+		}
+		close(s.proberDone)
+	}()
+}
+
+func countWindows(steps []Step) int {
+	n := 0
+	for _, st := range steps {
+		if st.Kind == Measure {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *soak) status(windows int, step string) status {
+	total, failed := s.load.Counts()
+	pt, pf := s.prober.Counts()
+	st := status{windowsDone: windows, step: step, load: total, loadErr: failed, probes: pt, pfail: pf, exits: s.sampler.Exits()}
+	for _, ser := range s.rec.Values(SeriesNC) {
+		st.nc += ser
+	}
+	return st
+}
+
+// execute runs the schedule. It returns the spans that ran and, when the
+// schedule did not finish, why.
+func (s *soak) execute(ctx context.Context) ([]Span, string) {
+	var spans []Span
+	windows := 0
+	current := make(chan string, 1)
+	current <- "starting"
+	tickDone := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-tickDone:
+				return
+			case <-t.C:
+				step := <-current
+				current <- step
+				s.prog.tick(s.status(windows, step))
+			}
+		}
+	}()
+	defer func() { close(tickDone); s.prog.done() }()
+	for i, st := range s.steps {
+		name := SpanName(st, windows+1, i+1)
+		<-current
+		current <- name
+		sp, err := s.exec.run(ctx, st, name)
+		if err != nil {
+			if !sp.Start.IsZero() {
+				sp.Detail = joinWhy(sp.Detail, cutShort+err.Error())
+				spans = append(spans, sp)
+			}
+			if ctx.Err() != nil {
+				return spans, fmt.Sprintf("stopped (%v) during step %d of %d, %s", context.Cause(ctx), i+1, len(s.steps), name)
+			}
+			return spans, err.Error()
+		}
+		spans = append(spans, sp)
+		if st.Kind == Measure {
+			windows++
+		}
+		s.prog.step(s.status(windows, name+" done"))
+	}
+	return spans, ""
+}
+
+// stop waits for the sampler to reach the last span's end (or stops it at
+// once when ctx has ended), stops the load and the prober, and
+// returns the last tick sampled: the soak's end.
+func (s *soak) stop(ctx context.Context, spans []Span) time.Time {
+	if n := len(spans); n > 0 {
+		s.waitSampled(ctx, spans[n-1].End)
+	}
+	s.stopSampler()
+	<-s.samplerDone
+	s.stopProber()
+	<-s.proberDone
+	s.load.Stop()
+	return s.sampler.Last()
+}
+
+// waitSampled waits until the sampler has sampled tick t.
+func (s *soak) waitSampled(ctx context.Context, t time.Time) {
+	for s.sampler.Last().Before(t) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// write finishes the counters and writes the run folder.
+func (s *soak) write(spans []Span, end time.Time, partial string) (*Result, error) {
+	res := &Result{Dir: s.dir, Partial: partial, Missed: s.sampler.Missed()}
+	if err := errors.Join(s.sampler.Finish(s.load, s.prober), s.load.Close(), s.prober.Close()); err != nil {
+		return res, err
+	}
+	if !end.After(s.clk.start) {
+		return res, fmt.Errorf("the run stopped before it measured anything (%s)", partial)
+	}
+	spans = clipSpans(spans, end)
+	s.rec.Trim(end)
+	if err := s.recordNotRun(end, spans); err != nil {
+		return res, err
+	}
+	if err := s.rec.WriteMatrix(filepath.Join(s.dir, CountersFile)); err != nil {
+		return res, err
+	}
+	if err := writeSpans(s.dir, spans); err != nil {
+		return res, err
+	}
+	o := Outline{
+		Name: filepath.Base(s.dir), Build: s.cfg.Build, Start: s.clk.start, End: end, TargetRPS: s.rate,
+		MaxRatio: s.cfg.MaxRatio, SLO: s.cfg.SLO, PrunedLive: s.rec.Has(SeriesPrunedLive), Partial: partial,
+		Description: s.description(),
+		Graded: []manifest.Event{{Name: "svid-rotation", Start: s.clk.start, End: end,
+			What: fmt.Sprintf("SVIDs re-issued every %s (--svid-ttl %s) throughout", s.cfg.SVIDTTL/2, s.cfg.SVIDTTL)}},
+	}
+	var err error
+	res.Manifest, err = WriteManifest(s.dir, Manifest(o, spans))
+	return res, err
+}
+
+// recordNotRun writes the steps-not-run counter: zero on every tick, and
+// at the end the steps that did not run whole.
+func (s *soak) recordNotRun(end time.Time, spans []Span) error {
+	whole := 0
+	for _, sp := range spans {
+		if !strings.Contains(sp.Detail, cutShort) {
+			whole++
+		}
+	}
+	for _, t := range s.sampler.Ticks() {
+		if t.After(end) {
+			break
+		}
+		v := 0
+		if t.Equal(end) {
+			v = len(s.steps) - whole
+		}
+		if err := s.rec.Add(SeriesStepsNotRun, nil, t, float64(v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *soak) description() string {
+	d := fmt.Sprintf("Local soak on the embedded netns cluster (%s): %.0f rps open-loop from %d source pods, ABBA windows switching the agents between --mesh-transport h2 and auto, a prober every %s, chaos seed %d (%v)",
+		filepath.Base(s.cfg.Scenario), s.rate, len(s.cfg.Roles.Sources), s.cfg.ProbeInterval, s.cfg.Seed, ChaosKinds())
+	if len(s.cfg.AgentFlags) > 0 {
+		d += fmt.Sprintf("; agents run with %v", s.cfg.AgentFlags)
+	}
+	if !s.rec.Has(SeriesPrunedLive) {
+		d += "; prunes of in-use twins not measured: the agents export no " + metricPrunedLive
+	}
+	return d + "."
+}
+
+// clipSpans keeps what lies inside the soak: a span cut by the end is
+// clipped to it, one that starts at or after it is dropped.
+func clipSpans(spans []Span, end time.Time) []Span {
+	var out []Span
+	for _, sp := range spans {
+		if !sp.Start.Before(end) {
+			continue
+		}
+		if sp.End.IsZero() || sp.End.After(end) {
+			if sp.Kind == Measure {
+				continue // a window cut short measured less than its length
+			}
+			sp.End = end
+		}
+		out = append(out, sp)
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+package run
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/aether-mesh/aether/soak/grade"
+	"github.com/aether-mesh/aether/soak/manifest"
+)
+
+// synthetic lays out a run by hand: a warm-up, six ABBA pairs of 10 s
+// windows with a switch before every change, and an agent restart (graded)
+// and a hot restart (excluded) between pairs; it records counters in which
+// every h3 window costs cpuH3 CPU seconds per 1,000 requests and every h2
+// window 1.0, so the ratio the grader must find is known beforehand.
+func synthetic(t *testing.T, cpuH3 float64, nc int) (*Recorder, []Span, time.Time, time.Time) {
+	t.Helper()
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	at := start
+	var spans []Span
+	add := func(s Step, name string, d time.Duration, detail string) {
+		spans = append(spans, Span{Step: s, Name: name, Start: at, End: at.Add(d), Detail: detail})
+		at = at.Add(d)
+	}
+	add(Step{Kind: Warmup, Protocol: manifest.H2}, "s01-warm-up-h2", 3*time.Second, "")
+	proto := manifest.H2
+	for i := 0; i < 12; i++ {
+		p := abba(i)
+		if p != proto {
+			add(Step{Kind: Switch, Protocol: p}, "switch", 2*time.Second, "agents restarted")
+			add(Step{Kind: Warmup, Protocol: p}, "warm", 3*time.Second, "")
+			proto = p
+		}
+		add(Step{Kind: Measure, Protocol: p}, SpanName(Step{Kind: Measure, Protocol: p}, i+1, 0), 10*time.Second, "")
+		switch i {
+		case 1:
+			add(Step{Kind: AgentRestart, Node: "node-a"}, "agent", 2*time.Second, "agent restart on node-a")
+		case 3:
+			add(Step{Kind: ProxyHotRestart, Node: "node-b"}, "hot", 2*time.Second, "proxy hot restart on node-b")
+		}
+	}
+	end := at
+	rec := NewRecorder()
+	var cpu, reqs float64
+	node := map[string]string{"node": "node-a"}
+	for ts := start; !ts.After(end); ts = ts.Add(time.Second) {
+		var perSec float64 = 100
+		cost := 1.0
+		for _, sp := range spans {
+			if sp.Kind == Measure && ts.After(sp.Start) && !ts.After(sp.End) && sp.Protocol == manifest.H3 {
+				cost = cpuH3
+			}
+		}
+		if ts.After(start) {
+			reqs += perSec
+			cpu += perSec * cost / 1000
+		}
+		v := 0.0
+		if ts.Equal(end) {
+			v = float64(nc)
+		}
+		for name, val := range map[string]float64{SeriesProxyCPU: cpu, SeriesProxyRequests: reqs, SeriesClientRequests: reqs,
+			SeriesNC: v, SeriesProxyExits: 0, SeriesStepsNotRun: 0, SeriesProbes: reqs / 10, SeriesProbesFailed: 0} {
+			if err := rec.Add(name, node, ts, val); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return rec, spans, start, end
+}
+
+func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Time, partial string) (*manifest.Manifest, *grade.Grade) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := rec.WriteMatrix(filepath.Join(dir, CountersFile)); err != nil {
+		t.Fatal(err)
+	}
+	load, err := NewLoad(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Record(syntheticResult(start.Add(time.Second), 200))
+	if err := load.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := Outline{Name: "synthetic", Build: "abc1234", Start: start, End: end, TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", Partial: partial}
+	path, err := WriteManifest(dir, Manifest(o, spans))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := grade.Run(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, g
+}
+
+func TestManifestGradesTheRunsOwnFiles(t *testing.T) {
+	rec, spans, start, end := synthetic(t, 1.2, 0)
+	m, g := writeAndGrade(t, rec, spans, start, end, "")
+	if len(m.Windows) != 12 || len(m.Excluded) != 1+6*2+1 || len(m.Events) != 1 {
+		t.Fatalf("%d windows, %d exclusions, %d events; want 12, 14 (warm-up, 6 switches and warm-ups, the hot restart), 1 (the agent restart)",
+			len(m.Windows), len(m.Excluded), len(m.Events))
+	}
+	if g.Verdict != grade.Pass {
+		t.Fatalf("verdict %s (%s), want PASS", g.Verdict, g.Reason)
+	}
+	if g.CPU == nil || g.CPU.Ratio < 1.199 || g.CPU.Ratio > 1.201 {
+		t.Fatalf("ratio %+v, want 1.20 (the counters' h3 cost)", g.CPU)
+	}
+	names := map[string]bool{}
+	for _, gt := range g.Gates {
+		names[gt.Name] = true
+	}
+	for _, want := range []string{"h3/h2 per-request proxy CPU", "liveness SLO", "503 NC", "proxy crashes", "load-generator errors", "schedule steps not run"} {
+		if !names[want] {
+			t.Errorf("no gate %q in %v", want, names)
+		}
+	}
+}
+
+func TestManifestFailsTheGateTheCountersBreak(t *testing.T) {
+	rec, spans, start, end := synthetic(t, 1.8, 3)
+	_, g := writeAndGrade(t, rec, spans, start, end, "stopped (interrupt)")
+	failed := map[string]bool{}
+	for _, gt := range g.Gates {
+		if gt.Verdict == grade.Fail {
+			failed[gt.Name] = true
+		}
+	}
+	if g.Verdict != grade.Fail || !failed["503 NC"] || !failed["h3/h2 per-request proxy CPU"] || len(failed) != 2 {
+		t.Fatalf("verdict %s, failed gates %v; want FAIL on 503 NC and the CPU ratio only", g.Verdict, failed)
+	}
+	if want := "PARTIAL: stopped (interrupt). "; len(g.Description) < len(want) || g.Description[:len(want)] != want {
+		t.Fatalf("description %q does not say the run was partial", g.Description)
+	}
+}
+
+func TestManifestDropsAnUnpairedWindow(t *testing.T) {
+	rec, spans, start, _ := synthetic(t, 1.2, 0)
+	// Cut the run after the third window's end: w03 has no partner.
+	var cut []Span
+	windows := 0
+	for _, sp := range spans {
+		cut = append(cut, sp)
+		if sp.Kind == Measure {
+			if windows++; windows == 3 {
+				break
+			}
+		}
+	}
+	end := cut[len(cut)-1].End
+	rec.Trim(end)
+	m, _ := writeAndGrade(t, rec, cut, start, end, "stopped")
+	if len(m.Windows) != 2 {
+		t.Fatalf("%d windows kept, want the one whole pair", len(m.Windows))
+	}
+}
+
+func syntheticResult(at time.Time, code uint16) *vegeta.Result {
+	return &vegeta.Result{Timestamp: at, Code: code, Method: "GET", URL: "http://10.96.0.70:18081/"}
+}
+
+func readSpans(t *testing.T, path string) []Span {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spans []Span
+	if err := json.Unmarshal(b, &spans); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return spans
+}

@@ -232,9 +232,10 @@ func New(opts Options) (*Agent, error) {
 		a.traffic = newProxyTraffic(opts.ProxyMetricsURL)
 	}
 	if opts.Transport == TransportH2 && opts.HTTP != nil && opts.HTTP.EastWest {
-		// The h2 floor everywhere: no route may name a twin.
+		// The h2 floor for this node's egress: no route may name a twin.
+		// Its QUIC inbounds stay (HTTPPath.H2Egress).
 		h := *opts.HTTP
-		h.EastWest = false
+		h.H2Egress = true
 		a.opts.HTTP = &h
 	}
 	if ctl := opts.Controls; (ctl.QUICResumption || ctl.QUICInboundWildcard) && a.opts.HTTP != nil {

@@ -112,3 +112,46 @@ func TestEastWestGoldenSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// TestH2EgressKeepsQUICInbounds: --mesh-transport h2 keeps a node's own
+// requests on HTTP/2 (no route names a twin, a twin is refused), yet its
+// pods' QUIC inbounds stay: a transport switch rolls node by node, and a
+// peer still on auto keeps its twins to them. Withdrawing them failed
+// that peer's requests 503 UF until it switched too (seen in the soak).
+func TestH2EgressKeepsQUICInbounds(t *testing.T) {
+	st, err := registry.LoadScenarioFile(filepath.Join(scenarioDir, "eastwest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, inbounds := range map[string]int{"node-a": 0, "node-b": 3} {
+		h := testHTTPPath(t, st, node)
+		h.EastWest = true
+		a, err := New(Options{Node: node, Mode: constants.CaptureTProxy, HTTP: h, Transport: TransportH2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Apply(st); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := a.Current()
+		if err := validate.Check(out.Resources); err != nil {
+			t.Fatalf("%s: h2 snapshot fails the gates: %v", node, err)
+		}
+		got, err := DumpResources(node, constants.CaptureTProxy, "", out.Resources)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(got), `"quic:`) {
+			t.Errorf("%s: the h2 snapshot names a twin", node)
+		}
+		quic := 0
+		for _, r := range out.Resources[resource.ListenerType] {
+			if strings.HasPrefix(cachev3.GetResourceName(r), xdsnames.QuicInboundListenerPrefix) {
+				quic++
+			}
+		}
+		if quic != inbounds {
+			t.Errorf("%s: %d QUIC inbounds under --mesh-transport h2, want %d (one per local pod backing an HTTP service, as under auto)", node, quic, inbounds)
+		}
+	}
+}

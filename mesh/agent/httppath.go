@@ -44,6 +44,12 @@ type HTTPPath struct {
 	// each pod's QUIC inbound beside its TCP one, and outbound routes that
 	// select each local account's twin, fetched on demand.
 	EastWest bool
+	// H2Egress keeps the node's own requests on HTTP/2 (--mesh-transport
+	// h2): no route selects a twin. Its pods' QUIC inbounds stay, since a
+	// transport switch rolls node by node: a peer still on auto keeps its
+	// twins to this node's pods, and withdrawing the inbounds under it
+	// would fail its requests (503 UF) until it switched too.
+	H2Egress bool
 	// QUICResumption states the R4 fields true on every QUIC chain
 	// (Controls.QUICResumption), and QUICInboundWildcard binds QUIC
 	// inbounds to 0.0.0.0, transparent (Controls.QUICInboundWildcard):
@@ -267,11 +273,11 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 
 // selections are the twin choices of every routed destination: one arm
 // per local account, to the twin quic:<svc>.<ns>@<sa>.<sa-ns>, and the h2
-// cluster for any other source. Without EastWest there are none, and a
-// destination with a waypointed endpoint has none: a twin would bypass
-// its waypoint.
+// cluster for any other source. Without EastWest, or with H2Egress, there
+// are none, and a destination with a waypointed endpoint has none: a twin
+// would bypass its waypoint.
 func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Route) (map[string]eastwest.Selection, error) {
-	if !h.EastWest {
+	if !h.EastWest || h.H2Egress {
 		return nil, nil
 	}
 	sels := map[string]eastwest.Selection{}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -52,6 +53,15 @@ type Options struct {
 	// so that HTTP.Identities holds their SVIDs (the embedded CA's
 	// rotator). A Workload API source that already serves them needs none.
 	Issuer Issuer
+	// PairFetchWindow is how long after start a persisted QUIC pair may
+	// show no evidence of use before it is pruned with its twin; zero is
+	// DefaultPairFetchWindow (ARCHITECTURE.md, "Pair lifecycle").
+	PairFetchWindow time.Duration
+	// ProxyMetricsURL, when set, is the node proxy's loopback /metrics:
+	// sampled every ProxyMetricsInterval and at each prune, it tells
+	// which twins served requests (aether_agent_pairs_pruned_live_total).
+	ProxyMetricsURL      string
+	ProxyMetricsInterval time.Duration
 	// Controls are test-only behaviours a suite's controls need; the
 	// zero value is the agent as shipped.
 	Controls Controls
@@ -73,6 +83,15 @@ type Controls struct {
 	// instead of its own (#1008): a twin added after the base was
 	// subscribed gets no EDS response and never warms.
 	TwinSharesBaseEDS bool
+	// PruneUnfetchedSinceStart is the pre-#1073 fetch-window rule: at
+	// the window's end every live pair whose twin was not fetched by name
+	// since start is pruned, a held or re-subscribed twin included, so
+	// the twins of an agent restart's carry-over are pruned while in use.
+	PruneUnfetchedSinceStart bool
+	// DropPairOnRemoval drops a pair whose source leaves the node or
+	// whose destination leaves the dependency set, instead of keeping it
+	// dormant (pre-#1036): the proxy, still subscribed, never asks again.
+	DropPairOnRemoval bool
 }
 
 // Issuer keeps an SVID current in the identity source for each account it
@@ -114,6 +133,14 @@ type Agent struct {
 	state *registry.State
 	pairs pairs
 	twins map[string]servedTwin
+	// subscribed are the twin names the proxy holds an on-demand
+	// subscription for, as far as the agent knows; streams, the ADS
+	// streams that have sent a CDS request (pairs.go).
+	subscribed map[string]bool
+	streams    map[int64]bool
+	// pruned are pairs pruned under a.mu, judged once it is released.
+	pruned  []prunedPair
+	traffic *proxyTraffic
 	// unjudged are the CDS watches whose request subscribed to names
 	// before the first build: answered when it lands (odcds.go).
 	unjudged []*unjudgedWatch
@@ -144,8 +171,17 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.PairFetchWindow == 0 {
+		opts.PairFetchWindow = DefaultPairFetchWindow
+	}
+	if opts.ProxyMetricsInterval == 0 {
+		opts.ProxyMetricsInterval = 10 * time.Second
+	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
-		pairs: pairs{}, twins: map[string]servedTwin{}}
+		pairs: pairs{}, twins: map[string]servedTwin{}, subscribed: map[string]bool{}, streams: map[int64]bool{}}
+	if opts.ProxyMetricsURL != "" {
+		a.traffic = newProxyTraffic(opts.ProxyMetricsURL)
+	}
 	if opts.Transport == TransportH2 && opts.HTTP != nil && opts.HTTP.EastWest {
 		// The h2 floor everywhere: no route may name a twin.
 		h := *opts.HTTP
@@ -164,6 +200,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.served = newHoldCache(a.mux)
 	if opts.StateDir != "" {
+		// The pairs first: the restored snapshot serves the twins of the
+		// live ones and of no other (#1033).
+		a.loadPairs()
 		// A restarted agent serves what it last published until its first
 		// registry read succeeds: a proxy that reconnects meanwhile gets
 		// the configuration it had, not an empty one. A state file that
@@ -172,6 +211,7 @@ func New(opts Options) (*Agent, error) {
 			a.log.Error("not serving the last good snapshot", "err", err)
 		}
 	}
+	time.AfterFunc(opts.PairFetchWindow, a.endFetchWindow)
 	return a, nil
 }
 
@@ -209,6 +249,7 @@ func (a *Agent) restore() error {
 			return fmt.Errorf("%s: resources[%q]: not a type the agent serves", path, typ)
 		}
 	}
+	res = a.withoutUnpairedTwins(res)
 	restored := &Output{Resources: res, Full: true}
 	if err := a.publish(restored); err != nil {
 		return fmt.Errorf("failed to serve %s: %w", path, err)
@@ -325,7 +366,15 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // last good one, the refusal is counted per gate, and the error says why.
 func (a *Agent) Apply(st *registry.State) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	err := a.applyLocked(st)
+	pruned := a.takePruned()
+	a.mu.Unlock()
+	a.judgePrunes(pruned)
+	return err
+}
+
+// applyLocked is Apply with a.mu held.
+func (a *Agent) applyLocked(st *registry.State) error {
 	version := fmt.Sprintf("v%d", a.serial+1)
 	a.last = st
 	if a.opts.Issuer != nil {
@@ -368,6 +417,7 @@ func (a *Agent) Apply(st *registry.State) error {
 	a.serial++
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
 	a.state, a.twins = st, twins
+	a.settlePairs(time.Now())
 	a.metrics.twins.Set(float64(len(twins)))
 	a.judgeUnjudged()
 	a.metrics.observe(out)
@@ -410,6 +460,11 @@ func (a *Agent) Run(ctx context.Context, src registry.Source) error {
 		ch, cancel := a.opts.HTTP.Identities.Subscribe()
 		defer cancel()
 		changed = ch
+	}
+	if a.traffic != nil {
+		go a.traffic.sampleEvery(ctx, a.opts.ProxyMetricsInterval, func(err error) {
+			a.log.Warn("failed to sample the proxy's metrics", "err", err)
+		})
 	}
 	updates := src.Watch(ctx)
 	for {

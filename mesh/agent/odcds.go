@@ -134,15 +134,24 @@ func (a *Agent) admitLocked(names []string) (refused []string) {
 		if name == "*" || a.serves(name) {
 			continue
 		}
+		if t, err := xdsnames.ParseTwin(name); err == nil && a.pairs[t] != nil && a.pairs[t].dormant {
+			// Re-subscribed while dormant: its twin is not served until
+			// the pair is live again, then without a request. Stated
+			// absent, as it is, but not refused: the pair stays.
+			refused = append(refused, name)
+			continue
+		}
 		start := time.Now()
 		reason := a.admitTwin(name)
 		if reason != "" {
 			a.metrics.odcdsRefused.WithLabelValues(reason).Inc()
+			a.metrics.pairsRefused.Inc()
 			a.log.Info("on-demand cluster refused", "cluster", name, "reason", reason)
 			refused = append(refused, name)
 			continue
 		}
 		a.metrics.odcdsAdmitted.Inc()
+		a.metrics.pairsAdmitted.Inc()
 		a.metrics.twins.Set(float64(len(a.twins)))
 		a.log.Info("on-demand twin admitted", "cluster", name, "took", time.Since(start))
 	}
@@ -186,7 +195,14 @@ func (a *Agent) admitTwin(name string) string {
 		a.log.Error("failed to publish a twin", "cluster", name, "err", err)
 		return RefusedPublish
 	}
-	a.pairs[t] = true
+	if p := a.pairs[t]; p != nil {
+		p.seen(EvidenceSubscribed, time.Now())
+	} else {
+		// Asked for by name: the stream holds a subscription for it.
+		a.pairs[t] = &pair{evidence: EvidenceSubscribed, lastSeen: time.Now(), fetched: true}
+		a.subscribed[name] = true
+		a.savePairs()
+	}
 	a.twins[name] = tw
 	a.current = withTwin(a.current, c, cla)
 	return ""

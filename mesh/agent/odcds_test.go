@@ -34,6 +34,13 @@ type cdsStream struct {
 
 func openCDS(t *testing.T, a *Agent, initial ...string) *cdsStream {
 	t.Helper()
+	return openCDSWith(t, a, &discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: initial})
+}
+
+// openCDSWith opens a stream whose first CDS request is first, with the
+// node and type set.
+func openCDSWith(t *testing.T, a *Agent, first *discovery.DeltaDiscoveryRequest) *cdsStream {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	lis, err := Listen("unix://" + filepath.Join(t.TempDir(), "xds.sock"))
@@ -53,7 +60,8 @@ func openCDS(t *testing.T, a *Agent, initial ...string) *cdsStream {
 		t.Fatalf("failed to open delta ADS stream: %v", err)
 	}
 	s := &cdsStream{t: t, stream: stream}
-	s.send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "node-a"}, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: initial})
+	first.Node, first.TypeUrl = &core.Node{Id: "node-a"}, resource.ClusterType
+	s.send(first)
 	return s
 }
 

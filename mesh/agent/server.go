@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,7 +11,9 @@ import (
 	"os"
 	"strings"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -66,13 +69,20 @@ func (a *Agent) NewGRPCServer(ctx context.Context) *grpc.Server {
 			a.log.Debug("delta stream opened", "stream", id, "type", typ)
 			return nil
 		},
+		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
+			if req.GetTypeUrl() == resource.ClusterType {
+				a.cdsRequest(id, req)
+			}
+			return nil
+		},
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { a.streamClosed(id) },
 	})
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, xds)
 	return gs
 }
 
-// DebugHandler serves /metrics from reg and /debug/config, the published
-// snapshot as JSON.
+// DebugHandler serves /metrics from reg, /debug/config, the published
+// snapshot as JSON, and /debug/pairs, the recorded QUIC pairs.
 func (a *Agent) DebugHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -84,6 +94,14 @@ func (a *Agent) DebugHandler(reg *prometheus.Registry) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("/debug/pairs", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(struct {
+			Pairs []PairStatus `json:"pairs"`
+		}{a.Pairs()})
 	})
 	return mux
 }

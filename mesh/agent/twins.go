@@ -114,11 +114,12 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 }
 
 // pairs is the agent's record of the (source account, destination) pairs
-// that dialled: each was admitted once over on-demand CDS, and its twin is
-// published for as long as st admits it. The record outlives a twin that
-// goes, since the proxy keeps its on-demand subscription for the life of
-// its process and never asks again (ARCHITECTURE.md, "On-demand twins").
-type pairs map[xdsnames.Twin]bool
+// that dialled: each was admitted over on-demand CDS or carried over from
+// the state dir, and its twin is published for as long as st admits it.
+// A pair outlives a twin that goes, dormant, since the proxy keeps its
+// on-demand subscription for the life of its process and never asks again
+// (pairs.go; ARCHITECTURE.md, "Pair lifecycle").
+type pairs map[xdsnames.Twin]*pair
 
 // servedTwin is a twin as published: its cluster and load assignment.
 type servedTwin [2]types.Resource

@@ -44,6 +44,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
+	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
@@ -79,6 +80,9 @@ type Options struct {
 	UpstreamNetns string
 	Log           *slog.Logger
 	Metrics       *metrics.Metrics
+	// Restart is the proxy's part in a hot restart; nil is epoch 0 with
+	// no parent.
+	Restart *Restart
 }
 
 // Proxy is a running data plane.
@@ -114,6 +118,14 @@ type Proxy struct {
 	secrets *secret.Store
 	pool    *h2.Pool
 	logs    *h2.LogFiles
+
+	// ids issue the QUIC listeners' connection IDs, tagged by epoch.
+	ids *hotrestart.ConnectionIDs
+	// ready is closed by the first listener update applied.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// undrain ends a drain's window early, when the proxy closes.
+	undrain context.CancelFunc
 }
 
 // subscriber is the part of the xDS client updates use.
@@ -138,7 +150,13 @@ func New(o Options) *Proxy {
 		listening: make(chan struct{}), breakers: udp.NewBreakers(),
 		secrets: secret.NewStore(),
 		logs:    &h2.LogFiles{},
+		ready:   make(chan struct{}),
 	}
+	var epoch uint32
+	if o.Restart != nil {
+		epoch = o.Restart.Epoch
+	}
+	p.ids = hotrestart.NewConnectionIDs(epoch)
 	p.logs.Err = func(err error) { o.Log.Warn("access log write failed", "err", err) }
 	p.pool = &h2.Pool{Store: p.secrets, UpstreamNetns: o.UpstreamNetns, Mark: o.Mark, Metrics: o.Metrics}
 	p.client = &xds.Client{
@@ -191,6 +209,9 @@ func (p *Proxy) Close() {
 	defer p.mu.Unlock()
 	if p.ldsTimer != nil {
 		p.ldsTimer.Stop()
+	}
+	if p.undrain != nil {
+		p.undrain()
 	}
 	for n, l := range p.listeners {
 		l.close()
@@ -424,6 +445,7 @@ func (p *Proxy) onListeners(rs []*discoveryv3.Resource, removed []string) error 
 		return err
 	}
 	p.commitLocked(pl, opened)
+	p.readyOnce.Do(func() { close(p.ready) })
 	return nil
 }
 
@@ -497,19 +519,25 @@ func (r running) update(s *listener.Spec) {
 }
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
+	from, err := p.inherit(s)
+	if err != nil {
+		return running{}, err
+	}
 	if s.UDP != nil {
-		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics})
+		u, err := udp.Listen(s, p, udp.Options{Mark: p.opts.Mark, Batch: p.opts.Batch, UpstreamNetns: p.opts.UpstreamNetns, Breakers: p.breakers, Log: p.opts.Log, Metrics: p.opts.Metrics, From: from})
 		return running{u: u}, err
 	}
+	ho := h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand, From: from}
 	if s.HTTP != nil && s.HTTP.QUIC != nil {
-		q, err := h2.ListenQUIC(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand})
+		ho.QUIC = p.quicRestart(s, from != nil)
+		q, err := h2.ListenQUIC(s, p, ho)
 		return running{q: q}, err
 	}
 	if s.HTTP != nil {
-		h, err := h2.Listen(s, p, h2.Options{Store: p.secrets, Pool: p.pool, Logs: p.logs, Log: p.opts.Log, Metrics: p.opts.Metrics, OnDemand: p.onDemand})
+		h, err := h2.Listen(s, p, ho)
 		return running{h: h}, err
 	}
-	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics})
+	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics, From: from})
 	return running{t: t}, err
 }
 

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -45,6 +46,11 @@ type Options struct {
 	// SO_RCVBUFFORCE, which passes net.core.rmem_max with CAP_NET_ADMIN,
 	// else SO_RCVBUF, which the kernel caps at it.
 	RecvBuf int
+	// From, when set, is a socket already bound to the address (a hot
+	// restart's previous process handed it over): ListenUDP and ListenTCP
+	// adopt it, with these options set on it, instead of binding anew.
+	// It is closed either way; the listener holds its own descriptor.
+	From *os.File
 }
 
 // InNetns runs fn on an OS thread inside the namespace at path; an empty
@@ -137,6 +143,13 @@ func ListenUDP(netnsPath string, addr netip.AddrPort, o Options) (*UDPConn, erro
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = "udp6"
 	}
+	if o.From != nil {
+		c, err := adoptUDP(network, addr, o)
+		if err != nil {
+			return nil, fmt.Errorf("failed to adopt udp %s (netns %q): %w", addr, netnsPath, err)
+		}
+		return &UDPConn{UDPConn: c, v6: network == "udp6"}, nil
+	}
 	var pc net.PacketConn
 	err := InNetns(netnsPath, func() error {
 		lc := net.ListenConfig{Control: control(network, o, true)}
@@ -148,6 +161,63 @@ func ListenUDP(netnsPath string, addr netip.AddrPort, o Options) (*UDPConn, erro
 		return nil, fmt.Errorf("failed to listen on udp %s (netns %q): %w", addr, netnsPath, err)
 	}
 	return &UDPConn{UDPConn: pc.(*net.UDPConn), v6: network == "udp6"}, nil
+}
+
+// adoptUDP takes o.From as a UDP socket bound to addr, with o set on it.
+func adoptUDP(network string, addr netip.AddrPort, o Options) (*net.UDPConn, error) {
+	defer o.From.Close()
+	pc, err := net.FilePacketConn(o.From)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := pc.(*net.UDPConn)
+	if !ok {
+		pc.Close()
+		return nil, fmt.Errorf("handed-over socket is %T, not UDP", pc)
+	}
+	if err := checkAdopted(c, c.LocalAddr(), network, addr, o, true); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// adoptTCP takes o.From as a TCP listening socket bound to addr.
+func adoptTCP(network string, addr netip.AddrPort, o Options) (*net.TCPListener, error) {
+	defer o.From.Close()
+	fl, err := net.FileListener(o.From)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := fl.(*net.TCPListener)
+	if !ok {
+		fl.Close()
+		return nil, fmt.Errorf("handed-over socket is %T, not a TCP listener", fl)
+	}
+	if err := checkAdopted(l, l.Addr(), network, addr, o, false); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkAdopted refuses a socket bound elsewhere than addr and sets o on it.
+func checkAdopted(c syscall.Conn, local net.Addr, network string, addr netip.AddrPort, o Options, recv bool) error {
+	var got netip.AddrPort
+	switch a := local.(type) {
+	case *net.UDPAddr:
+		got = a.AddrPort()
+	case *net.TCPAddr:
+		got = a.AddrPort()
+	}
+	if got.Addr().Unmap() != addr.Addr().Unmap() || got.Port() != addr.Port() {
+		return fmt.Errorf("handed-over socket is bound to %s, not %s", local, addr)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return control(network, o, recv)(network, addr.String(), rc)
 }
 
 // DialUDP creates a UDP socket in the namespace at netnsPath and connects it
@@ -181,6 +251,13 @@ func ListenTCP(netnsPath string, addr netip.AddrPort, o Options) (*net.TCPListen
 	network := "tcp4"
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = "tcp6"
+	}
+	if o.From != nil {
+		l, err := adoptTCP(network, addr, o)
+		if err != nil {
+			return nil, fmt.Errorf("failed to adopt tcp %s (netns %q): %w", addr, netnsPath, err)
+		}
+		return l, nil
 	}
 	var l net.Listener
 	err := InNetns(netnsPath, func() error {

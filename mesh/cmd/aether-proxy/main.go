@@ -2,6 +2,11 @@
 // netns ("hostNetwork"), takes its configuration from the agent over delta
 // ADS, binds capture listeners into pod namespaces, and serves Prometheus
 // counters on a loopback address. SIGTERM or SIGINT stops it cleanly.
+//
+// It hot restarts as Envoy does (ARCHITECTURE.md, "Hot restart"): a
+// process started with --restart-epoch N+1 takes the listening sockets
+// and the metrics address over from the running epoch N, drains it and,
+// after --parent-shutdown-time, has it exit.
 package main
 
 import (
@@ -11,15 +16,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy"
+	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
 )
 
 func main() {
@@ -36,6 +40,8 @@ func run(args []string) error {
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:15091", "loopback address for /metrics (the agent's default is 15090)")
 	markFlag := fs.String("mark", "0", "SO_MARK on upstream egress, which leaves from the node netns; 0 sets none, and a mark the node's own rules would match is refused")
 	batch := fs.Int("batch", proxy.DefaultBatch, "UDP datagrams per recvmmsg/sendmmsg (1 disables batching)")
+	var hr restartFlags
+	hr.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -44,6 +50,9 @@ func run(args []string) error {
 	}
 	if *node == "" || *target == "" {
 		return errors.New("--node and --xds are required")
+	}
+	if err := hr.check(); err != nil {
+		return err
 	}
 	mark, err := parseMark(*markFlag)
 	if err != nil {
@@ -56,25 +65,54 @@ func run(args []string) error {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("invalid --metrics-addr %q: must be a loopback address", *metricsAddr)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	p := proxy.New(proxy.Options{Node: *node, XDS: *target, Mark: uint32(mark), Batch: *batch, Log: log})
-
-	ln, err := net.Listen("tcp", *metricsAddr)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("epoch", hr.epoch)
+	parent, err := hr.connect()
 	if err != nil {
-		return fmt.Errorf("failed to listen for metrics on %s: %w", *metricsAddr, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", p.Metrics().Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	if parent != nil {
+		// Closed when this process ends: a parent never told to exit
+		// serves on (a failed handover rolls back).
+		defer parent.Close()
+	}
+	p := proxy.New(proxy.Options{Node: *node, XDS: *target, Mark: uint32(mark), Batch: *batch, Log: log,
+		Restart: &proxy.Restart{Epoch: hr.epoch, Parent: parent, DrainTime: hr.drainTime}})
+
+	admin := &metricsServer{addr: *metricsAddr, handler: p.Metrics().Handler()}
+	if parent != nil {
+		if err := parent.ShutdownAdmin(); err != nil {
+			return err
+		}
+	}
+	if err := admin.Restore(); err != nil {
+		return err
+	}
+	rendezvous, err := hr.serve(p, admin, log)
+	if err != nil {
+		admin.Shutdown()
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("aether-proxy started", "node", *node, "xds", *target, "metrics", ln.Addr().String(), "mark", fmt.Sprintf("%#x", mark), "batch", *batch)
+	if rendezvous != nil {
+		ctx = hotrestart.UntilTerminated(ctx, rendezvous)
+	}
+	if parent != nil {
+		go func() {
+			if err := proxy.TakeOver(ctx, p, parent, hr.parentShutdownTime); err != nil && ctx.Err() == nil {
+				log.Error("hot restart: take-over failed; the parent serves on", "err", err)
+			}
+		}()
+	}
+	log.Info("aether-proxy started", "node", *node, "xds", *target, "metrics", *metricsAddr, "mark", fmt.Sprintf("%#x", mark), "batch", *batch, "hot_restart", hr.describe())
 	err = p.Run(ctx)
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
+	admin.Shutdown()
+	if rendezvous != nil {
+		// Last: a child reads its closing as this process being gone, and
+		// then reads the QUIC sockets itself.
+		_ = rendezvous.Close()
+	}
 	log.Info("aether-proxy stopped")
 	return err
 }

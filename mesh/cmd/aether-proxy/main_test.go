@@ -33,3 +33,25 @@ func TestParseMark(t *testing.T) {
 		}
 	}
 }
+
+// Hot restart flags are checked before anything starts, and a process
+// whose parent epoch does not run fails naming the socket and both epochs.
+func TestRestartFlags(t *testing.T) {
+	sock := t.TempDir() + "/hr"
+	base := []string{"--node", "n", "--xds", "unix:///nonexistent", "--metrics-addr", "127.0.0.1:0", "--socket-path", sock}
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--restart-epoch", "1", "--disable-hot-restart"}, "--restart-epoch 1 needs hot restart"},
+		{[]string{"--drain-time", "3s", "--parent-shutdown-time", "2s"}, "--drain-time 3s exceeds --parent-shutdown-time 2s"},
+		{[]string{"--drain-time", "0s"}, "must be positive"},
+		{[]string{"--restart-epoch", "x"}, `invalid value "x" for flag -restart-epoch`},
+		{[]string{"--restart-epoch", "2", "--base-id", "1"}, "hot restart epoch 2: no parent (epoch 1) serves " + sock + "_parent_11"},
+	} {
+		err := run(append(append([]string{}, base...), c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("run %v: %v; want an error containing %q", c.args, err, c.err)
+		}
+	}
+}

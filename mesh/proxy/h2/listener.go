@@ -15,9 +15,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -57,6 +59,12 @@ type Options struct {
 	// OnDemand fetches a route's missing cluster when its connection
 	// manager has the on_demand filter.
 	OnDemand *ondemand.Discovery
+	// From is the socket a hot restart's previous process handed over for
+	// this listener's address; nil binds a new one.
+	From *os.File
+	// QUIC carries a QUIC listener's part in a hot restart; nil serves
+	// the socket directly with quic-go's own connection IDs.
+	QUIC *QUICRestart
 }
 
 // Listener is one running HTTP listener.
@@ -68,11 +76,17 @@ type Listener struct {
 	opts     Options
 	h2       *http2.Server
 	loop     *accept.Loop[net.Conn]
+	// graceful's Shutdown sends GOAWAY on every connection h2 serves.
+	graceful *http.Server
+	// plain are the servers of plain-HTTP connections, each shut
+	// gracefully by Drain.
+	mu    sync.Mutex
+	plain map[*http.Server]struct{}
 }
 
 // Listen opens the listener's socket in its netns and starts serving.
 func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error) {
-	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, From: o.From})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +98,11 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout}}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout},
+		graceful: &http.Server{}, plain: map[*http.Server]struct{}{}}
+	// Only registers the h2 server's connections with graceful; it cannot
+	// fail without a TLS configuration.
+	_ = http2.ConfigureServer(l.graceful, l.h2)
 	l.cfg.Store(spec.HTTP)
 	stats := o.Metrics.HTTPListener(spec.Name)
 	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: stats.AcceptErrors})
@@ -104,6 +122,48 @@ func (l *Listener) Update(cfg *listener.HTTP) { l.cfg.Store(cfg) }
 
 // Close stops accepting and closes every connection.
 func (l *Listener) Close() error { return l.loop.Close() }
+
+// Drain stops accepting, leaving the socket open (a hot restart's child
+// accepts on it), and shuts every connection gracefully: HTTP/2 gets
+// GOAWAY, HTTP/1.1 closes after its response; requests in flight finish.
+// Those still open when ctx ends are closed.
+func (l *Listener) Drain(ctx context.Context) error {
+	if err := l.loop.Pause(); err != nil {
+		return err
+	}
+	// Only the connections open now are drained: after a Resume, new ones
+	// serve on.
+	conns := l.loop.Conns()
+	l.mu.Lock()
+	plain := make([]*http.Server, 0, len(l.plain))
+	for s := range l.plain {
+		plain = append(plain, s)
+	}
+	l.mu.Unlock()
+	go func() { _ = l.graceful.Shutdown(ctx) }()
+	for _, s := range plain {
+		go func() { _ = s.Shutdown(ctx) }()
+	}
+	go func() {
+		<-ctx.Done()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	return nil
+}
+
+// Resume accepts again after Drain.
+func (l *Listener) Resume() error { return l.loop.Resume() }
+
+// SyscallConn is the listening socket's, to hand it over.
+func (l *Listener) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := l.ln.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("listener %q: socket %T cannot be handed over", l.name, l.ln)
+	}
+	return sc.SyscallConn()
+}
 
 // handle serves one accepted connection; the loop holds and closes it.
 func (l *Listener) handle(c net.Conn) {
@@ -176,9 +236,15 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 			one.finish()
 		}
 	}
+	l.mu.Lock()
+	l.plain[srv] = struct{}{}
+	l.mu.Unlock()
 	go func() { _ = srv.Serve(one) }()
 	<-one.done
 	_ = srv.Close()
+	l.mu.Lock()
+	delete(l.plain, srv)
+	l.mu.Unlock()
 }
 
 // oneConn is a net.Listener that yields one connection, so that net/http
@@ -201,5 +267,8 @@ func (o *oneConn) Accept() (net.Conn, error) {
 
 func (o *oneConn) finish() { o.once.Do(func() { close(o.done) }) }
 
-func (o *oneConn) Close() error   { o.finish(); return nil }
+// Close is the server's closing of its listener, which must not end the
+// connection: a graceful Shutdown closes listeners first, then waits for
+// the connection to finish; the connection's own closing ends the server.
+func (o *oneConn) Close() error   { return nil }
 func (o *oneConn) Addr() net.Addr { return o.c.LocalAddr() }

@@ -1,16 +1,32 @@
 package h2
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
+	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/mtls"
 	"github.com/aether-mesh/aether/mesh/transparent"
 )
+
+// QUICRestart is a QUIC listener's part in a hot restart
+// (mesh/proxy/hotrestart): the process's connection IDs, and the gate its
+// socket is read through.
+type QUICRestart struct {
+	IDs *hotrestart.ConnectionIDs
+	// Gate wraps the listener's socket; it holds the gate for the parent's
+	// forwarded packets when the socket was handed over.
+	Gate func(*net.UDPConn) *hotrestart.Gate
+}
 
 // QUICListener is a pod's QUIC inbound on UDP 18008: the HTTP/3 twin of
 // the TCP inbound. Its chains are selected by SNI and serve requests
@@ -20,6 +36,7 @@ type QUICListener struct {
 	*Listener
 	conn *transparent.UDPConn
 	in   *h3.Inbound
+	gate *hotrestart.Gate
 }
 
 // ListenQUIC opens spec's UDP socket in its netns (bound to the unspecified
@@ -29,7 +46,7 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 	if spec.HTTP == nil || spec.HTTP.QUIC == nil {
 		return nil, fmt.Errorf("listener %s: not a QUIC listener", spec.Name)
 	}
-	conn, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	conn, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, From: o.From})
 	if err != nil {
 		return nil, err
 	}
@@ -37,11 +54,18 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 	base.cfg.Store(spec.HTTP)
 	o.Metrics.HTTPListener(spec.Name)
 	q := &QUICListener{Listener: base, conn: conn}
-	q.in, err = h3.ServeInbound(conn.UDPConn, h3.InboundOptions{
+	var pc net.PacketConn = conn.UDPConn
+	var ids quic.ConnectionIDGenerator
+	if o.QUIC != nil {
+		q.gate = o.QUIC.Gate(conn.UDPConn)
+		pc, ids = q.gate, o.QUIC.IDs
+	}
+	q.in, err = h3.ServeInbound(pc, h3.InboundOptions{
 		TLS:              q.serverConfig,
 		EnableResumption: spec.HTTP.QUIC.EnableResumption,
 		EnableEarlyData:  spec.HTTP.QUIC.EnableEarlyData,
 		Handler:          http.HandlerFunc(q.serve),
+		ConnectionIDs:    ids,
 	})
 	if err != nil {
 		_ = conn.Close()
@@ -76,6 +100,30 @@ func (q *QUICListener) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	q.handler(&downstream{chain: chain, peer: peer.String(), own: own}).ServeHTTP(w, r)
 }
+
+// Drain stops accepting connections and shuts the open ones gracefully
+// (GOAWAY; requests in flight finish, and what is open when ctx ends is
+// closed); the socket stays read, and every packet not for one of this
+// process's connections goes to forward.
+func (q *QUICListener) Drain(ctx context.Context, forward func(hotrestart.Packet) error) error {
+	if q.gate == nil {
+		return fmt.Errorf("listener %s: no hot restart gate", q.name)
+	}
+	q.gate.Forward(forward)
+	q.in.Drain(ctx)
+	return nil
+}
+
+// Resume serves again after Drain.
+func (q *QUICListener) Resume() error {
+	if q.gate != nil {
+		q.gate.Forward(nil)
+	}
+	return q.in.Resume()
+}
+
+// SyscallConn is the socket's, to hand it over.
+func (q *QUICListener) SyscallConn() (syscall.RawConn, error) { return q.conn.SyscallConn() }
 
 // Close stops serving and closes the socket.
 func (q *QUICListener) Close() error {

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -35,13 +37,26 @@ type InboundOptions struct {
 	// ConnContext, when set, derives each connection's context, so the
 	// handler can read the QUIC connection's state (0-RTT, say).
 	ConnContext func(context.Context, *quic.Conn) context.Context
+	// ConnectionIDs issues the server's connection IDs; nil is quic-go's
+	// default. A hot restart tags them by process (mesh/proxy/hotrestart).
+	ConnectionIDs quic.ConnectionIDGenerator
 }
 
 // Inbound is one pod's HTTP/3 inbound.
 type Inbound struct {
 	opts InboundOptions
-	srv  *http3.Server
-	done chan error
+	tr   *quic.Transport
+
+	mu  sync.Mutex
+	srv *http3.Server
+	// drained are servers Drain replaced; Close closes them too.
+	drained  []*http3.Server
+	ln       *quic.EarlyListener
+	done     chan error
+	draining bool
+	// lateShut is set once the server that took the drain's late
+	// handshakes is drained too: Resume needs a new one.
+	lateShut bool
 	// ticketKey encrypts session tickets when resumption is on. Every
 	// handshake's configuration is a fresh one, and a config without
 	// explicit keys seals tickets with keys of its own, which the next
@@ -59,22 +74,98 @@ func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
 	if o.TLS == nil || o.Handler == nil {
 		return nil, errors.New("h3 inbound: TLS and Handler are required")
 	}
-	in := &Inbound{opts: o, done: make(chan error, 1)}
+	in := &Inbound{opts: o, tr: &quic.Transport{Conn: conn, ConnectionIDGenerator: o.ConnectionIDs}}
 	if _, err := rand.Read(in.ticketKey[:]); err != nil {
 		return nil, fmt.Errorf("h3 inbound: session ticket key: %w", err)
 	}
-	in.srv = &http3.Server{
-		TLSConfig: &tls.Config{
-			MinVersion:             tls.VersionTLS13,
-			SessionTicketsDisabled: !o.EnableResumption,
-			GetConfigForClient:     in.configFor,
-		},
-		QUICConfig:  &quic.Config{Allow0RTT: o.EnableEarlyData},
-		Handler:     o.Handler,
-		ConnContext: o.ConnContext,
+	if err := in.serve(); err != nil {
+		_ = in.tr.Close()
+		return nil, err
 	}
-	go func() { in.done <- in.srv.Serve(conn) }()
 	return in, nil
+}
+
+// serve starts a server on the transport's listener, made on first use.
+func (in *Inbound) serve() error {
+	tc := &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		SessionTicketsDisabled: !in.opts.EnableResumption,
+		GetConfigForClient:     in.configFor,
+	}
+	qc := &quic.Config{Allow0RTT: in.opts.EnableEarlyData}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ln == nil {
+		// http3.Server.Serve sets these on the listener it makes; made
+		// here, they are set here.
+		ln, err := in.tr.ListenEarly(http3.ConfigureTLSConfig(tc), qc)
+		if err != nil {
+			return fmt.Errorf("h3 inbound: %w", err)
+		}
+		in.ln = ln
+	}
+	srv := &http3.Server{TLSConfig: tc, QUICConfig: qc, Handler: in.opts.Handler, ConnContext: in.opts.ConnContext}
+	done := make(chan error, 1)
+	ln := in.ln
+	go func() { done <- srv.ServeListener(ln) }()
+	if in.srv != nil {
+		in.drained = append(in.drained, in.srv)
+	}
+	in.srv, in.done = srv, done
+	in.draining, in.lateShut = false, false
+	return nil
+}
+
+// Drain shuts the open connections gracefully: each gets GOAWAY, its
+// requests in flight finish, and those still open when ctx ends are
+// closed. The transport keeps reading the socket for them (through a hot
+// restart's gate, which passes the packets of new connections on). A
+// handshake already under way when the drain starts completes here, on a
+// second server that takes connections for a quarter of the drain and is
+// then drained itself.
+func (in *Inbound) Drain(ctx context.Context) {
+	old := in.srv
+	if err := in.serve(); err != nil {
+		_ = old.Shutdown(ctx)
+		return
+	}
+	in.mu.Lock()
+	late := in.srv
+	in.draining = true
+	in.mu.Unlock()
+	go func() { _ = old.Shutdown(ctx) }()
+	grace := time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		grace = time.Until(dl) / 4
+	}
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		in.mu.Lock()
+		still := in.draining && in.srv == late
+		in.lateShut = still
+		in.mu.Unlock()
+		if still {
+			_ = late.Shutdown(ctx)
+		}
+	}()
+}
+
+// Resume serves again after Drain.
+func (in *Inbound) Resume() error {
+	in.mu.Lock()
+	shut := in.lateShut
+	in.draining = false
+	in.mu.Unlock()
+	if !shut {
+		// The late server serves on.
+		return nil
+	}
+	return in.serve()
 }
 
 // configFor is the handshake's configuration with the R4 fields applied;
@@ -99,9 +190,16 @@ func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
 // Close stops serving and closes every connection; the socket is the
 // caller's.
 func (in *Inbound) Close() error {
-	err := in.srv.Close()
-	if serr := <-in.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {
-		return errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
+	in.mu.Lock()
+	srv, ln, done, drained := in.srv, in.ln, in.done, in.drained
+	in.mu.Unlock()
+	for _, d := range drained {
+		_ = d.Close()
 	}
-	return err
+	err := srv.Close()
+	_ = ln.Close()
+	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, quic.ErrServerClosed) {
+		err = errors.Join(err, fmt.Errorf("h3 inbound: %w", serr))
+	}
+	return errors.Join(err, in.tr.Close())
 }

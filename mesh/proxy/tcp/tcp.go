@@ -15,10 +15,13 @@ package tcp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/accept"
@@ -38,6 +41,9 @@ type Options struct {
 	UpstreamNetns string
 	Log           *slog.Logger
 	Metrics       *metrics.Metrics
+	// From is the socket a hot restart's previous process handed over for
+	// this address; nil binds a new one.
+	From *os.File
 }
 
 // Listener is one running TCP capture listener.
@@ -65,7 +71,7 @@ func (l tcpListener) Accept() (*net.TCPConn, error) { return l.AcceptTCP() }
 
 // Listen opens the listener's socket in its netns and starts accepting.
 func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error) {
-	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true})
+	ln, err := transparent.ListenTCP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, From: o.From})
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +100,23 @@ func (l *Listener) Update(cfg *listener.TCP) { l.cfg.Store(cfg) }
 
 // Close stops accepting and closes every proxied connection.
 func (l *Listener) Close() error { return l.loop.Close() }
+
+// Drain stops accepting, leaving the socket open (a hot restart's child
+// accepts on it) and every proxied connection running until it ends, as
+// Envoy's tcp_proxy does while its listener drains.
+func (l *Listener) Drain() error { return l.loop.Pause() }
+
+// Resume accepts again after Drain.
+func (l *Listener) Resume() error { return l.loop.Resume() }
+
+// SyscallConn is the listening socket's, to hand it over.
+func (l *Listener) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := l.ln.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("listener %q: socket %T cannot be handed over", l.name, l.ln)
+	}
+	return sc.SyscallConn()
+}
 
 // handle proxies one accepted connection; the loop holds and closes it.
 func (l *Listener) handle(down *net.TCPConn) {

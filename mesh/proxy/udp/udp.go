@@ -29,8 +29,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -65,6 +67,9 @@ type Options struct {
 	Breakers *Breakers
 	Log      *slog.Logger
 	Metrics  *metrics.Metrics
+	// From is the socket a hot restart's previous process handed over for
+	// this address; nil binds a new one.
+	From *os.File
 
 	// hooks are set by this package's tests only.
 	hooks hooks
@@ -114,6 +119,8 @@ type Listener struct {
 	mu       sync.Mutex
 	sessions map[Key]*session
 	closed   bool
+	// resume is non-nil while reading is paused (Drain), closed to resume.
+	resume chan struct{}
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -138,7 +145,7 @@ func Listen(spec *listener.Spec, clusters Clusters, o Options) (*Listener, error
 	if o.Breakers == nil {
 		o.Breakers = NewBreakers()
 	}
-	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, RecvBuf: captureRecvBuf, GRO: true})
+	c, err := transparent.ListenUDP(spec.Socket.NetnsPath, spec.Socket.Addr, transparent.Options{Transparent: spec.Socket.Transparent, ReuseAddr: true, RecvBuf: captureRecvBuf, GRO: true, From: o.From})
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: %w", spec.Name, err)
 	}
@@ -206,6 +213,53 @@ func (l *Listener) Sessions() []Key {
 	}
 	return out
 }
+
+// Drain stops reading the capture socket, leaving it open (a hot
+// restart's child reads it) and every session running: replies still
+// reach their clients, and datagrams the kernel queues meanwhile wait for
+// whichever process reads next.
+func (l *Listener) Drain() error {
+	l.mu.Lock()
+	if l.resume == nil && !l.closed {
+		l.resume = make(chan struct{})
+	}
+	l.mu.Unlock()
+	// A deadline ends the read in progress without taking a datagram.
+	return l.conn.SetReadDeadline(time.Now())
+}
+
+// Resume reads again after Drain.
+func (l *Listener) Resume() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.resume == nil {
+		return nil
+	}
+	err := l.conn.SetReadDeadline(time.Time{})
+	close(l.resume)
+	l.resume = nil
+	return err
+}
+
+// paused waits while reading is paused; it reports whether it was, and
+// false for open once the listener closed.
+func (l *Listener) paused() (was, open bool) {
+	l.mu.Lock()
+	r := l.resume
+	l.mu.Unlock()
+	if r == nil {
+		return false, true
+	}
+	select {
+	case <-r:
+		return true, true
+	case <-l.done:
+		return true, false
+	}
+}
+
+// SyscallConn is the capture socket's, to hand it over.
+func (l *Listener) SyscallConn() (syscall.RawConn, error) { return l.conn.SyscallConn() }
 
 // Close stops the listener and closes every session.
 func (l *Listener) Close() error {
@@ -286,6 +340,12 @@ func (l *Listener) serve() {
 	for {
 		got, err := read(msgs)
 		if err != nil {
+			if was, open := l.paused(); was {
+				if !open {
+					return
+				}
+				continue
+			}
 			if l.isClosed() || !l.backOff(&retry, err) {
 				return
 			}

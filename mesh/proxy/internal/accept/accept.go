@@ -55,7 +55,70 @@ type Loop[C net.Conn] struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// resume is non-nil while the loop is paused, and closed to resume.
+	resume chan struct{}
 	wg     sync.WaitGroup
+}
+
+// deadliner is a listening socket whose Accept a deadline interrupts
+// without taking a connection: net.TCPListener.
+type deadliner interface{ SetDeadline(time.Time) error }
+
+// Pause stops accepting without closing the socket: connections the kernel
+// completes meanwhile wait in its accept queue, for Resume or for another
+// process holding the same socket (a hot restart's child). Held
+// connections are untouched.
+func (l *Loop[C]) Pause() error {
+	d, ok := l.ln.(deadliner)
+	if !ok {
+		return errors.New("listener cannot be paused: it has no deadline")
+	}
+	l.mu.Lock()
+	if l.resume == nil && !l.closed {
+		l.resume = make(chan struct{})
+	}
+	l.mu.Unlock()
+	return d.SetDeadline(time.Now())
+}
+
+// Resume accepts again after Pause.
+func (l *Loop[C]) Resume() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.resume == nil {
+		return nil
+	}
+	err := l.ln.(deadliner).SetDeadline(time.Time{})
+	close(l.resume)
+	l.resume = nil
+	return err
+}
+
+// Conns are the connections the loop holds.
+func (l *Loop[C]) Conns() []net.Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// paused waits while the loop is paused and reports false once it closes.
+func (l *Loop[C]) paused() (bool, bool) {
+	l.mu.Lock()
+	r := l.resume
+	l.mu.Unlock()
+	if r == nil {
+		return false, true
+	}
+	select {
+	case <-r:
+		return true, true
+	case <-l.done:
+		return true, false
+	}
 }
 
 // New makes a loop for ln; Serve starts it.
@@ -130,6 +193,12 @@ func (l *Loop[C]) run(handle func(C)) {
 		}
 		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if was, open := l.paused(); was {
+			if !open {
+				return
+			}
+			continue
 		}
 		l.opts.Errors.Inc()
 		delay := b.next()

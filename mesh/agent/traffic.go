@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/aether-mesh/aether/mesh/xdsnames"
+)
+
+// servedWindow is how recent a request through a twin must be for its
+// prune to count in aether_agent_pairs_pruned_live_total.
+const servedWindow = time.Minute
+
+// proxyRequestsMetric is the proxy's per-cluster request counter
+// (mesh/proxy/metrics): its cluster label is the routed cluster, a twin
+// when the request rode one.
+const proxyRequestsMetric = "aether_proxy_http_requests_total"
+
+// proxyTraffic is the agent's view of which twins carry requests, read
+// from the node proxy's /metrics. The agent has no traffic of its own to
+// see: a twin "served a request" when its counter grew between two samples.
+type proxyTraffic struct {
+	url    string
+	client *http.Client
+
+	mu sync.Mutex
+	// counts is each twin's request count at the last sample; served,
+	// the time of the sample that last saw it grow.
+	counts  map[string]float64
+	served  map[string]time.Time
+	sampled bool
+}
+
+func newProxyTraffic(url string) *proxyTraffic {
+	return &proxyTraffic{url: url, client: &http.Client{Timeout: 2 * time.Second},
+		counts: map[string]float64{}, served: map[string]time.Time{}}
+}
+
+// sample reads the proxy's counters at now. The first sample is a
+// baseline: a count seen then grew at some unknown earlier time.
+func (p *proxyTraffic) sample(ctx context.Context, now time.Time) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return fmt.Errorf("proxy metrics %q: %w", p.url, err)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("failed to read proxy metrics %q: %w", p.url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("proxy metrics %q: status %s", p.url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return fmt.Errorf("failed to parse proxy metrics %q: %w", p.url, err)
+	}
+	counts := twinRequests(fams[proxyRequestsMetric])
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, n := range counts {
+		if p.sampled && n > p.counts[name] {
+			p.served[name] = now
+		}
+	}
+	p.counts, p.sampled = counts, true
+	return nil
+}
+
+// twinRequests sums a twin's requests over listeners and codes. A 503 NC
+// is a request the twin did not serve: the cluster was missing.
+func twinRequests(fam *dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range fam.GetMetric() {
+		var cluster, flags string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "cluster":
+				cluster = l.GetValue()
+			case "flags":
+				flags = l.GetValue()
+			}
+		}
+		if strings.HasPrefix(cluster, xdsnames.TwinClusterPrefix) && !strings.Contains(flags, "NC") {
+			out[cluster] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// servedSince reports whether twin's counter grew in a sample at or after t.
+func (p *proxyTraffic) servedSince(twin string, t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.served[twin]
+	return ok && !s.Before(t)
+}
+
+// sampleEvery samples the proxy's counters every interval until ctx ends.
+func (p *proxyTraffic) sampleEvery(ctx context.Context, interval time.Duration, onErr func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := p.sample(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// judgePrunes counts the pruned pairs whose twin served a request in the
+// last minute: with the proxy's metrics, those whose counter grew in a
+// sample taken since, this one included; without them, those with
+// evidence of use in that minute. a.mu is not held: a sample is an HTTP
+// request to the proxy.
+func (a *Agent) judgePrunes(pruned []prunedPair) {
+	if len(pruned) == 0 {
+		return
+	}
+	if a.traffic != nil {
+		if err := a.traffic.sample(context.Background(), time.Now()); err != nil {
+			a.log.Warn("judging prunes on the last proxy metrics sample", "err", err)
+		}
+	}
+	for _, p := range pruned {
+		since := p.at.Add(-servedWindow)
+		var live bool
+		if a.traffic != nil {
+			live = a.traffic.servedSince(p.twin, since)
+		} else {
+			live = !p.lastSeen.Before(since)
+		}
+		if live {
+			a.metrics.pairsPrunedLive.Inc()
+			a.log.Error("pruned a twin that served a request in the last minute", "cluster", p.twin)
+		}
+	}
+}

@@ -7,13 +7,13 @@ REPORTS   ?= reports/latest
 # cluster; `make gate` runs them and collects their results.
 SUITES    ?= ./rigs/phase0/... ./mesh/cni/... ./suites/...
 # The suites each of which must have written a result for the gate to pass.
-GATE_SUITES ?= phase0,cni-capture,udproute,mtls,eastwest
+GATE_SUITES ?= phase0,cni-capture,udproute,mtls,eastwest,lifecycle
 TEST_TIMEOUT ?= 25m
 # The suites `make suites` runs, each of which must write a result.
-SUITES_ONLY ?= udproute,mtls,eastwest
+SUITES_ONLY ?= udproute,mtls,eastwest,lifecycle
 # The suites `make e2e` runs on kind (packages under suites/ whose TestMain
 # is suites/provider.Main), each of which must write a result.
-E2E_SUITES ?= udproute,mtls,eastwest
+E2E_SUITES ?= udproute,mtls,eastwest,lifecycle
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.

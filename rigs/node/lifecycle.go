@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -163,4 +165,37 @@ func delRoute(ns *netns.NS, dst netip.Prefix) error {
 		return fmt.Errorf("failed to delete the route to %s in netns %q: %w", dst, ns.Name, err)
 	}
 	return nil
+}
+
+// ProxyMetricsURL is a node's proxy's /metrics as the node's agent reaches
+// it (aether-agent --proxy-metrics-url): every node's proxy serves it on
+// the node's own loopback.
+func ProxyMetricsURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", proxyMetricsPort)
+}
+
+// ColdRestartProxy restarts node n's proxy without a hot restart: the
+// running one is killed (SIGKILL, as a crash or an OOM kill ends it) and a
+// new one starts with its arguments as epoch 0, as a node's proxy
+// container does when it restarts. The listeners go with the old process
+// and come back only once the new one has its configuration from the
+// agent: the gap a hot restart closes. It returns once the new proxy
+// serves every listener of the node; its log is
+// proxy~<node>~cold-restart.log in the run's logs.
+func (c *Cluster) ColdRestartProxy(ctx context.Context, n *Node) error {
+	old := n.proxy
+	if old == nil || old.exited() {
+		return fmt.Errorf("node %s has no running proxy to restart", n.Name)
+	}
+	if err := syscall.Kill(-old.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("failed to kill node %s's proxy (pid %d): %w", n.Name, old.cmd.Process.Pid, err)
+	}
+	<-old.done
+	c.forget(old)
+	p, err := c.start(n.NS, "proxy~"+n.Name+"~cold-restart", withRestartEpoch(old.cmd.Args, 0)...)
+	if err != nil {
+		return err
+	}
+	n.proxy = p
+	return c.WaitProxyReady(ctx, n, 30*time.Second)
 }

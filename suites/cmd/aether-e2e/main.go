@@ -33,7 +33,7 @@ const (
 
 // defaultSuites are the suites whose TestMain is suites/provider.Main, as
 // the Makefile's E2E_SUITES lists them (main_test.go holds all three equal).
-const defaultSuites = "udproute,mtls,eastwest"
+const defaultSuites = "udproute,mtls,eastwest,lifecycle"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -44,6 +44,11 @@ type HTTPPath struct {
 	// each pod's QUIC inbound beside its TCP one, and outbound routes that
 	// select each local account's twin, fetched on demand.
 	EastWest bool
+	// QUICResumption states the R4 fields true on every QUIC chain
+	// (Controls.QUICResumption), and QUICInboundWildcard binds QUIC
+	// inbounds to 0.0.0.0, transparent (Controls.QUICInboundWildcard):
+	// controls, never mesh settings.
+	QUICResumption, QUICInboundWildcard bool
 }
 
 // LocalAccounts are the service accounts of the node's pods: the SVIDs
@@ -230,6 +235,12 @@ func (h *HTTPPath) podListeners(st *registry.State, p *registry.Pod, id string, 
 		}
 		if h.EastWest {
 			q, err := eastwest.QuicInbound(in, p.Namespace, p.Name, p.NetnsPath)
+			if err == nil && h.QUICResumption {
+				q, err = eastwest.WithResumption(q)
+			}
+			if err == nil && h.QUICInboundWildcard {
+				q = eastwest.WithWildcard(q)
+			}
 			if err != nil {
 				return false, err
 			}

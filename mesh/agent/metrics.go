@@ -29,6 +29,7 @@ type Metrics struct {
 	pairsPruned      *prometheus.CounterVec
 	pairsPrunedLive  prometheus.Counter
 	pairStateCorrupt prometheus.Counter
+	fetchWindowOpen  prometheus.Gauge
 }
 
 var unsupportedReasons = []string{ReasonWeightedSplit, ReasonMultipleRules, ReasonBackendKind, ReasonParentConflict}
@@ -65,9 +66,11 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Pruned pairs whose twin served a request in the minute before (by the proxy's metrics with --proxy-metrics-url, else by evidence of use); must stay 0."}),
 		pairStateCorrupt: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pair_state_corrupt_total",
 			Help: "Unusable observed-upstreams.json files moved aside at start."}),
+		fetchWindowOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_pairs_fetch_window_open",
+			Help: "1 until the pair fetch window after start has ended and its prunes are done, then 0."}),
 	}
 	for _, c := range []prometheus.Collector{m.published, m.refused, m.unsupported, m.noHealthy, m.udpArms, m.podsNoNetns, m.odcdsAdmitted, m.odcdsRefused, m.twins,
-		m.pairs, m.pairsAdmitted, m.pairsRefused, m.pairsPruned, m.pairsPrunedLive, m.pairStateCorrupt} {
+		m.pairs, m.pairsAdmitted, m.pairsRefused, m.pairsPruned, m.pairsPrunedLive, m.pairStateCorrupt, m.fetchWindowOpen} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register agent metric: %w", err)
 		}
@@ -83,6 +86,7 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.pairs.WithLabelValues(PairLive)
 	m.pairs.WithLabelValues(PairDormant)
+	m.fetchWindowOpen.Set(1)
 	return m, nil
 }
 

@@ -279,6 +279,7 @@ func (a *Agent) endFetchWindow() {
 	pruned := a.takePruned()
 	a.mu.Unlock()
 	a.judgePrunes(pruned)
+	a.metrics.fetchWindowOpen.Set(0)
 }
 
 func (a *Agent) takePruned() []prunedPair {

@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aether-mesh/aether/mesh/agent/eastwest"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -96,6 +97,16 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 	if ctl.TwinSharesBaseEDS {
 		c = proto.Clone(c).(*cluster.Cluster)
 		c.EdsClusterConfig.ServiceName = xdsnames.H2Cluster(t.Service, t.Namespace)
+	}
+	if ctl.TwinPoolPerDownstream {
+		c = proto.Clone(c).(*cluster.Cluster)
+		c.ConnectionPoolPerDownstreamConnection = true
+	}
+	if ctl.TwinSharedCert != "" && http != nil {
+		var err error
+		if c, err = eastwest.WithCertificate(c, ctl.TwinSharedCert); err != nil {
+			return servedTwin{}, "", err
+		}
 	}
 	loc := &endpoint.LocalityLbEndpoints{}
 	for _, ep := range st.ReadyEndpoints(registry.Key{Namespace: t.Namespace, Name: t.Service}) {

@@ -108,7 +108,7 @@ func (p *Proxy) Socket(k hotrestart.Key) (syscall.RawConn, string) {
 
 func (p *Proxy) boundLocked(k hotrestart.Key) (string, running, bool) {
 	for name, s := range p.specs {
-		if bk, ok := bindOf(s); ok && keyOf(s) == k && bk.addr == k.Addr {
+		if _, ok := bindOf(s); ok && keyOf(s) == k {
 			r, running := p.listeners[name]
 			return name, r, running
 		}
@@ -125,7 +125,7 @@ func (p *Proxy) Drain(ks []hotrestart.Key, forward func(hotrestart.Packet) error
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.undrain = cancel
+	p.drains = append(p.drains, cancel)
 	for _, k := range ks {
 		if name, r, ok := p.boundLocked(k); ok {
 			if err := r.drain(ctx, forward); err != nil {

@@ -124,8 +124,9 @@ type Proxy struct {
 	// ready is closed by the first listener update applied.
 	ready     chan struct{}
 	readyOnce sync.Once
-	// undrain ends a drain's window early, when the proxy closes.
-	undrain context.CancelFunc
+	// drains end the windows of drains still running when the proxy
+	// closes.
+	drains []context.CancelFunc
 }
 
 // subscriber is the part of the xDS client updates use.
@@ -210,8 +211,8 @@ func (p *Proxy) Close() {
 	if p.ldsTimer != nil {
 		p.ldsTimer.Stop()
 	}
-	if p.undrain != nil {
-		p.undrain()
+	for _, cancel := range p.drains {
+		cancel()
 	}
 	for n, l := range p.listeners {
 		l.close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -25,7 +26,7 @@ const (
 // the run's logs. If the new proxy dies first, the old one, never told to
 // exit, serves on and the error says why.
 func (c *Cluster) HotRestartProxy(ctx context.Context, n *Node) error {
-	parent := n.proxy
+	parent := n.proxyProc()
 	if parent == nil || parent.exited() {
 		return fmt.Errorf("node %s has no running proxy to hot restart", n.Name)
 	}
@@ -51,11 +52,23 @@ func (c *Cluster) HotRestartProxy(ctx context.Context, n *Node) error {
 		return ctx.Err()
 	}
 	c.forget(parent)
+	proxyMu.Lock()
 	n.proxy = child
+	proxyMu.Unlock()
 	if parent.err != nil {
 		return fmt.Errorf("hot restart of node %s's proxy: epoch %d exited with %v (log %s)\n%s", n.Name, epoch-1, parent.err, parent.log, tail(parent.log, 15))
 	}
 	return c.WaitProxyReady(ctx, n, 30*time.Second)
+}
+
+// proxyMu guards each node's proxy process, which HotRestartProxy
+// replaces while a run may be reading it (a CPU sampler's ProxyPID).
+var proxyMu sync.Mutex
+
+func (n *Node) proxyProc() *proc {
+	proxyMu.Lock()
+	defer proxyMu.Unlock()
+	return n.proxy
 }
 
 // forget drops a process that has ended from the ones Check reports.

@@ -264,7 +264,7 @@ func (c *Cluster) StopAgent(n *Node) error {
 }
 
 // ProxyPID is the process id of node n's proxy, for its CPU time.
-func (n *Node) ProxyPID() int { return n.proxy.cmd.Process.Pid }
+func (n *Node) ProxyPID() int { return n.proxyProc().cmd.Process.Pid }
 
 // WaitProxyReady waits until node n's proxy reports, on its metrics
 // endpoint, every capture listener the agent's generator emits for the node
@@ -277,7 +277,7 @@ func (c *Cluster) WaitProxyReady(ctx context.Context, n *Node, timeout time.Dura
 	}
 	var last string
 	err = poll(ctx, timeout, func() (bool, error) {
-		if n.agent.exited() || n.proxy.exited() {
+		if n.agent.exited() || n.proxyProc().exited() {
 			return false, c.Check()
 		}
 		body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")

@@ -94,14 +94,22 @@ func TwinCluster(t Twin) (*clusterv3.Cluster, error) {
 // first chain, the pod's primary port, is also the default chain, for a
 // client whose SNI names no chain.
 func QuicInbound(tcp *listenerv3.Listener, namespace, pod, netns string) (*listenerv3.Listener, error) {
+	// The pod's own address, as the TCP inbound's, and not transparent:
+	// the pod's UDP egress to 18008 is diverted to its own netns by the
+	// capture, and a socket bound to 0.0.0.0 there would take an app's
+	// dial of a peer's 18008 and answer it as this pod. Bound to the pod
+	// address, no socket takes it (ARCHITECTURE.md, "On-demand twins").
+	podIP := tcp.GetAddress().GetSocketAddress().GetAddress()
+	if podIP == "" {
+		return nil, fmt.Errorf("QUIC inbound of %s/%s: the TCP inbound has no address", namespace, pod)
+	}
 	l := &listenerv3.Listener{
 		Name: xdsnames.QuicInboundListener(namespace, pod),
 		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-			Protocol: corev3.SocketAddress_UDP, Address: "0.0.0.0",
+			Protocol: corev3.SocketAddress_UDP, Address: podIP,
 			PortSpecifier:            &corev3.SocketAddress_PortValue{PortValue: uint32(constants.InboundPort)},
 			NetworkNamespaceFilepath: netns,
 		}}},
-		Transparent:       wrapperspb.Bool(true),
 		UdpListenerConfig: &listenerv3.UdpListenerConfig{QuicOptions: &listenerv3.QuicProtocolOptions{}},
 	}
 	for i, fc := range tcp.GetFilterChains() {

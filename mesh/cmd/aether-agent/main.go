@@ -66,8 +66,12 @@ func run() error {
 		sharedEDS    = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
 		listen       listFlag
 		mt           mtlsFlags
+		pf           pairFlags
+		ctl          quicControlFlags
 	)
 	mt.register()
+	pf.register()
+	ctl.register()
 	flag.Var(&listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
 	flag.Parse()
 
@@ -110,7 +114,15 @@ func run() error {
 
 	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg,
 		Controls: agent.Controls{RefuseTwin: *refuseTwin, UnansweredRefusals: *unanswered, TwinSharesBaseEDS: *sharedEDS}}
+	ctl.apply(&opts.Controls)
 	rotated, err := mt.apply(&opts)
+	if err != nil {
+		return err
+	}
+	if err := pf.apply(&opts); err != nil {
+		return err
+	}
+	roots, err := ctl.roots(&opts, logger)
 	if err != nil {
 		return err
 	}
@@ -119,7 +131,7 @@ func run() error {
 		// it off again (agent.New).
 		opts.HTTP.EastWest = true
 	}
-	if opts.Controls != (agent.Controls{}) {
+	if opts.Controls != (agent.Controls{}) || roots != nil {
 		logger.Warn("test-only controls are on: this agent breaks the mesh on purpose", "controls", fmt.Sprintf("%+v", opts.Controls))
 	}
 	a, err := agent.New(opts)
@@ -172,6 +184,9 @@ func run() error {
 	}
 	src = warnUnknownNode(src, *node, logger)
 	go func() { errc <- a.Run(ctx, src) }()
+	if roots != nil {
+		go roots.watch(ctx)
+	}
 	if rotated != nil {
 		go func() {
 			if err := rotated.Run(ctx); err != nil {

@@ -53,7 +53,7 @@ func (f *mtlsFlags) apply(opts *agent.Options) (*identity.Rotator, error) {
 		return nil, fmt.Errorf("--ca-dir: %w", err)
 	}
 	store := identity.NewStore()
-	rot, err := identity.NewRotator(ca, store, identity.RotatorConfig{TTL: *f.svidTTL})
+	rot, err := identity.NewRotator(ca, store, identity.RotatorConfig{TTL: *f.svidTTL, OmitDNSSANs: opts.Controls.OmitDNSSANs})
 	if err != nil {
 		return nil, fmt.Errorf("--svid-ttl: %w", err)
 	}

@@ -129,6 +129,11 @@ type Spec struct {
 	// QUIC says the transport socket is QUIC (a twin): TLS is its
 	// UpstreamTlsContext, and requests go as HTTP/3.
 	QUIC bool
+	// PerDownstreamPool is connection_pool_per_downstream_connection:
+	// each downstream connection gets upstream connections of its own.
+	// The mesh never sets it (#1021); a suite's control does, to count
+	// what it costs.
+	PerDownstreamPool bool
 }
 
 // Endpoint is one upstream host.
@@ -153,7 +158,7 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 	if err := c.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy", "circuit_breakers", "transport_socket", "typed_extension_protocol_options"); err != nil {
+	if err := fields.Only(c, path, "name", "type", "eds_cluster_config", "load_assignment", "connect_timeout", "lb_policy", "circuit_breakers", "transport_socket", "typed_extension_protocol_options", "connection_pool_per_downstream_connection"); err != nil {
 		return nil, err
 	}
 	if c.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN {
@@ -177,6 +182,10 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 	}
 	if s.QUIC != (s.HTTP == HTTP3) {
 		return nil, fmt.Errorf("%s.typed_extension_protocol_options: HTTP/3 goes with a QUIC transport socket and only with one", path)
+	}
+	// Only the twin pool (h2/twins.go) keys its connections by downstream.
+	if s.PerDownstreamPool = c.GetConnectionPoolPerDownstreamConnection(); s.PerDownstreamPool && !s.QUIC {
+		return nil, fmt.Errorf("%s.connection_pool_per_downstream_connection: honoured on QUIC clusters only", path)
 	}
 	switch c.GetType() {
 	case clusterv3.Cluster_EDS:

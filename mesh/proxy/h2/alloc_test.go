@@ -6,10 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
+
+	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
+	"github.com/aether-mesh/aether/mesh/proxy/h2"
+	"github.com/aether-mesh/aether/mesh/proxy/hcm"
+	"github.com/aether-mesh/aether/mesh/proxy/listener"
 )
 
 // TestResponseCopyIsPooled: proxying a response does not allocate a copy
@@ -56,5 +64,34 @@ func TestResponseCopyIsPooled(t *testing.T) {
 	t.Logf("%d bytes allocated per request (client, both hops and the app)", perReq)
 	if perReq >= 64<<10 {
 		t.Fatalf("%d bytes allocated per request: a copy buffer per hop", perReq)
+	}
+}
+
+// TestAccessLogWriteAllocatesNothing: writing a request's access log line
+// (the agent's format) allocates nothing: the line is rendered into a
+// pooled buffer. Every request of every HTTP listener writes one.
+func TestAccessLogWriteAllocatesNothing(t *testing.T) {
+	mc := agentmtls.Mesh{Domain: meshDomain, AccessLog: filepath.Join(t.TempDir(), "access.log")}
+	dst := agentmtls.Pod{Namespace: ns, Name: "dst-0", ID: id("dst"), IP: netip.MustParseAddr("127.0.0.1"),
+		Serves: []agentmtls.Port{{Service: "dst", Namespace: ns, Port: 8080, TargetPort: 7080}}}
+	l, _, err := agentmtls.InboundListenerFor(mc, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := listener.FromProto(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al := s.HTTP.Chains[0].HCM.AccessLog
+	if al == nil {
+		t.Fatal("the agent's inbound chain has no access log")
+	}
+	lf := &h2.LogFiles{Err: func(err error) { t.Error(err) }}
+	t.Cleanup(func() { lf.Close() })
+	r := hcm.Record{PeerURI: id("src"), Cluster: "inbound|8080||", Authority: dstAuthority, Protocol: "HTTP/3.0",
+		Status: http.StatusOK, Duration: time.Millisecond, BytesReceived: 100, BytesSent: 2}
+	lf.Write(al, r)
+	if n := testing.AllocsPerRun(100, func() { lf.Write(al, r) }); n != 0 {
+		t.Fatalf("%v allocations per access log line", n)
 	}
 }

@@ -56,7 +56,7 @@ func (l *Listener) handler(d *downstream) http.Handler {
 		l.serve(d, cw, r, &rec)
 		rec.Duration = time.Since(start)
 		rec.BytesReceived, rec.BytesSent = body.n, cw.n
-		l.opts.Metrics.HTTPRequest(l.name, rec.Cluster, rec.Status, orDash(rec.Flags))
+		l.stats.Request(rec.Cluster, rec.Status, orDash(rec.Flags))
 		if al := d.chain.HCM.AccessLog; al != nil {
 			l.opts.Logs.Write(al, rec)
 		}
@@ -112,6 +112,9 @@ func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	out := l.upstreamRequest(d, r, c, ep)
+	if c.Spec.PerDownstreamPool {
+		out = withDownstream(out, d)
+	}
 	resp, err := l.opts.Pool.RoundTrip(c, ep, d.chain.FilterState, out)
 	if err != nil {
 		l.opts.Log.Info("http upstream failed", "listener", l.name, "cluster", c.Spec.Name, "host", ep.Addr, "err", err)

@@ -74,6 +74,7 @@ type Listener struct {
 	cfg      atomic.Pointer[listener.HTTP]
 	clusters Clusters
 	opts     Options
+	stats    *metrics.HTTPListener
 	h2       *http2.Server
 	loop     *accept.Loop[net.Conn]
 	// graceful's Shutdown sends GOAWAY on every connection h2 serves.
@@ -104,8 +105,8 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	// fail without a TLS configuration.
 	_ = http2.ConfigureServer(l.graceful, l.h2)
 	l.cfg.Store(spec.HTTP)
-	stats := o.Metrics.HTTPListener(spec.Name)
-	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: stats.AcceptErrors})
+	l.stats = o.Metrics.HTTPListener(spec.Name)
+	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: l.stats.AcceptErrors})
 	l.loop.Serve(l.handle)
 	return l
 }
@@ -184,6 +185,7 @@ func (l *Listener) handle(c net.Conn) {
 	}
 	conn := &downstream{chain: chain, peer: peer.String(), own: own}
 	l.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+	l.opts.Pool.releaseDownstream(conn)
 }
 
 // handshake runs the server handshake with the chain the SNI selects and
@@ -245,6 +247,7 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	l.mu.Lock()
 	delete(l.plain, srv)
 	l.mu.Unlock()
+	l.opts.Pool.releaseDownstream(conn)
 }
 
 // oneConn is a net.Listener that yields one connection, so that net/http

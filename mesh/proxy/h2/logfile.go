@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -23,24 +22,26 @@ type logFile struct {
 	f  *os.File
 }
 
-// Write appends r as one JSON line to al's file.
+// Write appends r as one JSON line to al's file. The line is rendered
+// into a pooled buffer: the log is written for every request.
 func (lf *LogFiles) Write(al *hcm.AccessLog, r hcm.Record) {
-	line, err := json.Marshal(al.Line(r))
-	if err != nil {
-		lf.report(fmt.Errorf("access log %s: %w", al.Path, err))
-		return
-	}
 	f, err := lf.open(al.Path)
 	if err != nil {
 		lf.report(err)
 		return
 	}
+	buf := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(buf)
+	*buf = append(al.AppendLine((*buf)[:0], r), '\n')
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.f.Write(append(line, '\n')); err != nil {
+	if _, err := f.f.Write(*buf); err != nil {
 		lf.report(fmt.Errorf("access log %s: %w", al.Path, err))
 	}
 }
+
+// lineBufs holds the buffers access log lines are rendered into.
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 func (lf *LogFiles) open(path string) (*logFile, error) {
 	lf.mu.Lock()

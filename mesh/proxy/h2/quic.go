@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"sync"
 	"syscall"
 
 	"github.com/quic-go/quic-go"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
@@ -50,9 +53,8 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 	if err != nil {
 		return nil, err
 	}
-	base := &Listener{name: spec.Name, clusters: clusters, opts: o}
+	base := &Listener{name: spec.Name, clusters: clusters, opts: o, stats: o.Metrics.HTTPListener(spec.Name)}
 	base.cfg.Store(spec.HTTP)
-	o.Metrics.HTTPListener(spec.Name)
 	q := &QUICListener{Listener: base, conn: conn}
 	var pc net.PacketConn = conn.UDPConn
 	var ids quic.ConnectionIDGenerator
@@ -65,7 +67,10 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 		EnableResumption: spec.HTTP.QUIC.EnableResumption,
 		EnableEarlyData:  spec.HTTP.QUIC.EnableEarlyData,
 		Handler:          http.HandlerFunc(q.serve),
+		ConnContext:      withQUICConn,
 		ConnectionIDs:    ids,
+		Observer:         o.Metrics.QUICInbound(spec.Name),
+		Trusted:          q.trusted,
 	})
 	if err != nil {
 		_ = conn.Close()
@@ -85,21 +90,78 @@ func (q *QUICListener) serverConfig(hello *tls.ClientHelloInfo) (*tls.Config, er
 	return chain.TLS.ServerConfig(q.opts.Store), nil
 }
 
+// trusted says whether the listener's chains have a bundle for td: a
+// refused peer from elsewhere is counted as foreign.
+func (q *QUICListener) trusted(td spiffeid.TrustDomain) bool {
+	for _, c := range q.cfg.Load().Chains {
+		if q.opts.Store.HasBundle(c.TLS.ValidationSecret, td) {
+			return true
+		}
+	}
+	return false
+}
+
+// quicConn is what one QUIC connection's requests share: the handler of
+// its downstream, made at its first request after the handshake. The TCP
+// inbound makes it once per accepted connection; made per request, it
+// would select the chain, parse the peer's SPIFFE ID and look up the
+// listener's own certificate again for every stream, and a listener
+// update would move a live connection to another chain, where Envoy
+// drains it on the chain it was accepted with.
+type quicConn struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+type quicConnKey struct{}
+
+func withQUICConn(ctx context.Context, _ *quic.Conn) context.Context {
+	return context.WithValue(ctx, quicConnKey{}, &quicConn{})
+}
+
 // serve hands a request to the TCP inbound's handler, with the chain its
 // connection's SNI selected and the verified peer.
 func (q *QUICListener) serve(w http.ResponseWriter, r *http.Request) {
-	chain, ok := q.cfg.Load().Select(r.TLS.ServerName)
+	qc, _ := r.Context().Value(quicConnKey{}).(*quicConn)
+	if qc == nil {
+		// Not a connection this listener's server accepted.
+		http.Error(w, "no QUIC connection state", http.StatusInternalServerError)
+		return
+	}
+	h, ok := qc.handler(q, r.TLS)
 	if !ok {
 		http.Error(w, "no filter chain", http.StatusServiceUnavailable)
 		return
 	}
-	peer, _ := mtls.PeerID(*r.TLS)
+	h.ServeHTTP(w, r)
+}
+
+// handler is the connection's handler, made once the handshake is
+// complete: a 0-RTT request, before it, is served with one of its own.
+func (qc *quicConn) handler(q *QUICListener, cs *tls.ConnectionState) (http.Handler, bool) {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	if qc.h != nil {
+		return qc.h, true
+	}
+	chain, ok := q.cfg.Load().Select(cs.ServerName)
+	if !ok {
+		return nil, false
+	}
+	peer, _ := mtls.PeerID(*cs)
 	own := ""
 	if cert, err := q.opts.Store.Certificate(chain.TLS.CertSecret); err == nil {
 		own = leafURI(cert)
 	}
-	q.handler(&downstream{chain: chain, peer: peer.String(), own: own}).ServeHTTP(w, r)
+	h := q.handler(&downstream{chain: chain, peer: peer.String(), own: own})
+	if cs.HandshakeComplete {
+		qc.h = h
+	}
+	return h, true
 }
+
+// Addr is the bound address: the embedded Listener's has no TCP socket.
+func (q *QUICListener) Addr() netip.AddrPort { return q.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 // Drain stops accepting connections and shuts the open ones gracefully
 // (GOAWAY; requests in flight finish, and what is open when ctx ends is

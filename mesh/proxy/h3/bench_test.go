@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,33 +99,47 @@ func h2Hop(b *testing.B) hop {
 // floor on the same traffic (100-byte bodies, one pooled connection,
 // 1 and 16 requests in flight), client and server in this process, on
 // loopback. Reported: cpu-ns/req per protocol (getrusage of the whole
-// process, so both ends are counted) and h3/h2, the ratio the release
+// process, so both ends are counted), allocs/req and B/req (the heap
+// allocations behind it, both ends) and h3/h2 of the CPU, the ratio the release
 // gates (≤ 1.5, target ≤ 1.3) on the netns path.
 func BenchmarkHopCPU(b *testing.B) {
 	for _, inflight := range []int{1, 16} {
 		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
-			var perReq [2]float64
+			var perReq [2]cost
 			for i, mk := range []func(*testing.B) hop{h2Hop, h3Hop} {
-				h := mk(b)
-				perReq[i] = measure(b, h, inflight)
-				h.close()
+				// Both ends' goroutines carry the label, so a CPU
+				// profile splits by protocol: pprof -tagfocus proto=h3.
+				pprof.Do(context.Background(), pprof.Labels("proto", []string{"h2", "h3"}[i]), func(context.Context) {
+					h := mk(b)
+					perReq[i] = measure(b, h, inflight)
+					h.close()
+				})
 			}
-			b.ReportMetric(perReq[0], "h2-cpu-ns/req")
-			b.ReportMetric(perReq[1], "h3-cpu-ns/req")
-			b.ReportMetric(perReq[1]/perReq[0], "h3/h2")
+			for i, proto := range []string{"h2", "h3"} {
+				b.ReportMetric(perReq[i].cpu, proto+"-cpu-ns/req")
+				b.ReportMetric(perReq[i].allocs, proto+"-allocs/req")
+				b.ReportMetric(perReq[i].bytes, proto+"-B/req")
+			}
+			b.ReportMetric(perReq[1].cpu/perReq[0].cpu, "h3/h2")
 		})
 	}
 }
 
+// cost is what one request costs the whole process: CPU (user+system),
+// heap allocations and bytes allocated.
+type cost struct{ cpu, allocs, bytes float64 }
+
 // measure runs b.N requests with inflight workers after a warm-up that
-// opens the connection, and returns CPU per request.
-func measure(b *testing.B, h hop, inflight int) float64 {
+// opens the connection, and returns their cost per request.
+func measure(b *testing.B, h hop, inflight int) cost {
 	ctx := context.Background()
 	for range 50 {
 		if err := h.do(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	start := cpuNow(b)
 	var wg sync.WaitGroup
 	var next sync.Mutex
@@ -148,5 +164,8 @@ func measure(b *testing.B, h hop, inflight int) float64 {
 		}()
 	}
 	wg.Wait()
-	return float64(cpuNow(b)-start) / float64(b.N)
+	cpu := cpuNow(b) - start
+	runtime.ReadMemStats(&m1)
+	n := float64(b.N)
+	return cost{cpu: float64(cpu) / n, allocs: float64(m1.Mallocs-m0.Mallocs) / n, bytes: float64(m1.TotalAlloc-m0.TotalAlloc) / n}
 }

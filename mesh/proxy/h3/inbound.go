@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
 // InboundOptions are what a QuicDownstreamTransport configures.
@@ -40,6 +42,13 @@ type InboundOptions struct {
 	// ConnectionIDs issues the server's connection IDs; nil is quic-go's
 	// default. A hot restart tags them by process (mesh/proxy/hotrestart).
 	ConnectionIDs quic.ConnectionIDGenerator
+	// Observer, when set, is told every handshake refused (by reason),
+	// every peer accepted and every datagram dropped before a connection
+	// took it (observe.go).
+	Observer Observer
+	// Trusted says whether a trust domain has a bundle: a refused peer
+	// from a domain without one is counted as foreign.
+	Trusted func(spiffeid.TrustDomain) bool
 }
 
 // Inbound is one pod's HTTP/3 inbound.
@@ -78,9 +87,23 @@ func ServeInbound(conn net.PacketConn, o InboundOptions) (*Inbound, error) {
 	if _, err := rand.Read(in.ticketKey[:]); err != nil {
 		return nil, fmt.Errorf("h3 inbound: session ticket key: %w", err)
 	}
+	// The server runs on a transport of its own, rather than
+	// http3.Server.Serve's, so that a hot restart can tag its connection
+	// IDs and what quic-go drops before any connection takes it can be
+	// counted (observe.go).
+	if o.Observer != nil {
+		in.tr.Tracer = dropRecorder{o.Observer}
+		in.tr.ConnContext = func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+			o.Observer.Started()
+			return ctx, nil
+		}
+	}
 	if err := in.serve(); err != nil {
 		_ = in.tr.Close()
 		return nil, err
+	}
+	if o.Observer != nil {
+		go in.countNonQUIC()
 	}
 	return in, nil
 }
@@ -124,7 +147,9 @@ func (in *Inbound) serve() error {
 // second server that takes connections for a quarter of the drain and is
 // then drained itself.
 func (in *Inbound) Drain(ctx context.Context) {
+	in.mu.Lock()
 	old := in.srv
+	in.mu.Unlock()
 	if err := in.serve(); err != nil {
 		_ = old.Shutdown(ctx)
 		return
@@ -171,6 +196,12 @@ func (in *Inbound) Resume() error {
 // configFor is the handshake's configuration with the R4 fields applied;
 // the chain's own configuration is never modified.
 func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+	// QUIC requires ALPN; Go's server would refuse a hello without h3
+	// too, but without saying so to anyone who counts.
+	if !slices.Contains(chi.SupportedProtos, http3.NextProtoH3) {
+		in.refused(RefusedBadALPN)
+		return nil, fmt.Errorf("h3 inbound: client offers ALPN %q, not %q", chi.SupportedProtos, http3.NextProtoH3)
+	}
 	c, err := in.opts.TLS(chi)
 	if err != nil {
 		return nil, fmt.Errorf("h3 inbound: no TLS context for server name %q: %w", chi.ServerName, err)
@@ -183,6 +214,9 @@ func (in *Inbound) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
 	c.SessionTicketsDisabled = !in.opts.EnableResumption
 	if in.opts.EnableResumption {
 		c.SetSessionTicketKeys([][32]byte{in.ticketKey})
+	}
+	if in.opts.Observer != nil {
+		in.observeVerification(c)
 	}
 	return c, nil
 }

@@ -245,12 +245,12 @@ func TestTLSContextReadPerHandshake(t *testing.T) {
 		t.Fatalf("TLS context asked %d times for 2 connections", n)
 	}
 	in := &Inbound{opts: InboundOptions{TLS: func(*tls.ClientHelloInfo) (*tls.Config, error) { return nil, nil }}}
-	if _, err := in.configFor(&tls.ClientHelloInfo{ServerName: "18008.svc-b.demo.mesh.local"}); err == nil {
+	if _, err := in.configFor(&tls.ClientHelloInfo{ServerName: "18008.svc-b.demo.mesh.local", SupportedProtos: []string{"h3"}}); err == nil {
 		t.Fatal("a nil TLS context was accepted")
 	}
 	noChain := errors.New("no chain")
 	in.opts.TLS = func(*tls.ClientHelloInfo) (*tls.Config, error) { return nil, noChain }
-	if _, err := in.configFor(&tls.ClientHelloInfo{ServerName: "x"}); !errors.Is(err, noChain) {
+	if _, err := in.configFor(&tls.ClientHelloInfo{ServerName: "x", SupportedProtos: []string{"h3"}}); !errors.Is(err, noChain) {
 		t.Fatalf("configFor = %v, want the chain lookup's error wrapped", err)
 	}
 }

@@ -49,6 +49,8 @@ type Metrics struct {
 	xdsUpdates                           *prometheus.CounterVec
 	httpRequests, httpRefused, httpConns *prometheus.CounterVec
 	httpAcceptErrors                     *prometheus.CounterVec
+	quicRefused, quicAccepted, quicDrops *prometheus.CounterVec
+	quicStarted                          *prometheus.CounterVec
 
 	mu           sync.Mutex
 	udpListeners map[string]*UDPListener
@@ -96,6 +98,10 @@ func New() *Metrics {
 	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
 	m.httpAcceptErrors = cv("aether_proxy_http_accept_errors_total", "Failed accepts on an HTTP listener (each is followed by a backoff).", "listener")
 	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
+	m.quicStarted = cv("aether_proxy_quic_inbound_connections_started_total", "Connections a QUIC inbound began for a new client's Initial, whether or not their handshake ends.", "listener")
+	m.quicRefused = cv("aether_proxy_quic_inbound_refused_total", "Handshakes a QUIC inbound refused, by reason.", "listener", "reason")
+	m.quicAccepted = cv("aether_proxy_quic_inbound_handshakes_total", "Handshakes a QUIC inbound accepted, by the peer's SPIFFE ID and whether the session resumed.", "listener", "peer", "resumed")
+	m.quicDrops = cv("aether_proxy_quic_inbound_dropped_datagrams_total", "Datagrams a QUIC inbound dropped before any connection took them, by quic-go's trigger (not_quic: not a QUIC packet at all).", "listener", "reason")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
 	m.bounds = newBounds(m.Registry)
 	return m
@@ -199,6 +205,19 @@ const (
 // HTTPListener is one HTTP listener's counters.
 type HTTPListener struct {
 	AcceptErrors prometheus.Counter
+
+	name     string
+	requests *prometheus.CounterVec
+	// answered holds the counter of each (cluster, code, flags) series
+	// the listener has answered: a request then costs one map read, not
+	// the vector's label hashing, its lock and a code formatted anew.
+	mu       sync.RWMutex
+	answered map[requestKey]prometheus.Counter
+}
+
+type requestKey struct {
+	cluster, flags string
+	code           int
 }
 
 // HTTPListener returns the handles for an HTTP listener name, and makes
@@ -208,12 +227,23 @@ func (m *Metrics) HTTPListener(name string) *HTTPListener {
 	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake} {
 		m.httpRefused.WithLabelValues(name, r)
 	}
-	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name)}
+	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name), name: name, requests: m.httpRequests,
+		answered: map[requestKey]prometheus.Counter{}}
 }
 
-// HTTPRequest counts one answered request.
-func (m *Metrics) HTTPRequest(listener, cluster string, code int, flags string) {
-	m.httpRequests.WithLabelValues(listener, cluster, strconv.Itoa(code), flags).Inc()
+// Request counts one answered request.
+func (l *HTTPListener) Request(cluster string, code int, flags string) {
+	k := requestKey{cluster: cluster, flags: flags, code: code}
+	l.mu.RLock()
+	c := l.answered[k]
+	l.mu.RUnlock()
+	if c == nil {
+		c = l.requests.WithLabelValues(l.name, cluster, strconv.Itoa(code), flags)
+		l.mu.Lock()
+		l.answered[k] = c
+		l.mu.Unlock()
+	}
+	c.Inc()
 }
 
 // HTTPRefused counts one refused downstream handshake.
@@ -225,6 +255,30 @@ func (m *Metrics) HTTPRefused(listener, reason string) {
 func (m *Metrics) HTTPUpstreamConn(cluster, identity string) {
 	m.httpConns.WithLabelValues(cluster, identity).Inc()
 }
+
+// QUICInbound is one QUIC inbound's refusals, accepted peers and drops:
+// the destination's count of who reached it.
+type QUICInbound struct {
+	m    *Metrics
+	name string
+}
+
+// QUICInbound returns the handles of QUIC inbound listener name.
+func (m *Metrics) QUICInbound(name string) *QUICInbound { return &QUICInbound{m: m, name: name} }
+
+// Started counts one connection begun for a new client's Initial.
+func (q *QUICInbound) Started() { q.m.quicStarted.WithLabelValues(q.name).Inc() }
+
+// Refused counts one refused handshake.
+func (q *QUICInbound) Refused(reason string) { q.m.quicRefused.WithLabelValues(q.name, reason).Inc() }
+
+// Accepted counts one handshake from peer.
+func (q *QUICInbound) Accepted(peer string, resumed bool) {
+	q.m.quicAccepted.WithLabelValues(q.name, peer, strconv.FormatBool(resumed)).Inc()
+}
+
+// Dropped counts one datagram dropped before a connection took it.
+func (q *QUICInbound) Dropped(reason string) { q.m.quicDrops.WithLabelValues(q.name, reason).Inc() }
 
 // XDS counts one xDS response of typeURL by outcome.
 func (m *Metrics) XDS(typeURL string, acked bool) {

@@ -84,3 +84,28 @@ func TestDropReasonsAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRequestCountsWithoutAllocating: an answered request is counted
+// on its own series (listener, cluster, code, flags), and counting one
+// whose series the listener has counted before allocates nothing.
+func TestHTTPRequestCountsWithoutAllocating(t *testing.T) {
+	m := New()
+	l := m.HTTPListener("http-inbound~demo~api-0")
+	l.Request("inbound|8080||", 200, "-")
+	if n := testing.AllocsPerRun(100, func() { l.Request("inbound|8080||", 200, "-") }); n != 0 {
+		t.Fatalf("%v allocations per counted request", n)
+	}
+	l.Request("inbound|8080||", 503, "UF")
+	for _, c := range []struct {
+		code, flags string
+		want        float64
+	}{{"200", "-", 102}, {"503", "UF", 1}, {"404", "NR", 0}} {
+		got, err := m.Value("aether_proxy_http_requests_total", map[string]string{"listener": "http-inbound~demo~api-0", "cluster": "inbound|8080||", "code": c.code, "flags": c.flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("code %s flags %s: %v requests, want %v", c.code, c.flags, got, c.want)
+		}
+	}
+}

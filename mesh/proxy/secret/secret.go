@@ -179,6 +179,15 @@ func (s *Store) Certificate(name string) (*tls.Certificate, error) {
 	return sec.Cert, nil
 }
 
+// HasBundle says whether validation context secret name holds a bundle
+// for trust domain td.
+func (s *Store) HasBundle(name string, td spiffeid.TrustDomain) bool {
+	s.mu.RLock()
+	sec := s.m[name]
+	s.mu.RUnlock()
+	return sec != nil && sec.Bundles != nil && sec.Bundles.Has(td)
+}
+
 // VerifyPeer validates a peer's chain the way Envoy's SPIFFE validator
 // does, against the validation context secret name: the leaf carries
 // exactly one URI SAN, a SPIFFE ID of a configured trust domain; it is not

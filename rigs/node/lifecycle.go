@@ -183,7 +183,7 @@ func ProxyMetricsURL() string {
 // serves every listener of the node; its log is
 // proxy~<node>~cold-restart.log in the run's logs.
 func (c *Cluster) ColdRestartProxy(ctx context.Context, n *Node) error {
-	old := n.proxy
+	old := n.proxyProc()
 	if old == nil || old.exited() {
 		return fmt.Errorf("node %s has no running proxy to restart", n.Name)
 	}
@@ -196,6 +196,8 @@ func (c *Cluster) ColdRestartProxy(ctx context.Context, n *Node) error {
 	if err != nil {
 		return err
 	}
+	proxyMu.Lock()
 	n.proxy = p
+	proxyMu.Unlock()
 	return c.WaitProxyReady(ctx, n, 30*time.Second)
 }

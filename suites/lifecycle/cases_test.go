@@ -55,7 +55,7 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "fanout-kept-window-1h", Role: redgreen.Control,
 			Description: "node-a's agent restarts onto a persisted up-front fan-out (every local account × every destination, rev245's shape) with the default 1 h fetch window, longer than the case",
-			Expect:      fmt.Sprintf("every fan-out pair is still in /debug/pairs and the state file %s after the restart, though only the pairs node-b saw carry traffic were used; nothing pruned", window+migrationMargin),
+			Expect:      fmt.Sprintf("%s after the restart the agent's fetch window is still open (aether_agent_pairs_fetch_window_open 1) and every fan-out pair is in /debug/pairs and the state file, though only the pairs node-b saw carry traffic were used; nothing pruned", window+migrationMargin),
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return migration(ctx, r, windowHour) },
 			Check:       checkFanoutKept,
 		},
@@ -78,7 +78,7 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "rev245-migration", Role: redgreen.Subject,
 			Description: fmt.Sprintf("node-a's agent restarts onto the same persisted fan-out with a %s fetch window", window),
-			Expect:      "after the window /debug/pairs and the state file hold exactly the pairs node-b saw carry HTTP/3 traffic; the others are pruned by the window (reason fetch-window), no twin in use is pruned, every request answers 200",
+			Expect:      "once the agent has closed its window (aether_agent_pairs_fetch_window_open 0), /debug/pairs and the state file hold exactly the pairs node-b saw carry HTTP/3 traffic; the others are pruned by the window (reason fetch-window), no twin in use is pruned, every request on the used pairs answers 200",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return migration(ctx, r, shipped) },
 			Check:       checkMigrated,
 		},

@@ -59,16 +59,22 @@ func migration(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 	}
 	time.Sleep(window + time.Second)
 	t := count(s.finish(), started)
-	var pairs map[string]string
+	// The agent says when the window's prunes are done; with a window
+	// longer than the case it is still open at the deadline.
+	var open float64
 	deadline := started.Add(window + migrationMargin)
 	for {
-		if pairs, err = debugPairs(ctx, nc); err != nil {
+		if open, err = agentMetric(ctx, c, mWindowOpen, nil); err != nil {
 			return obs, err
 		}
-		if len(pairs) <= len(used) || time.Now().After(deadline) {
+		if open == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	pairs, err := debugPairs(ctx, nc)
+	if err != nil {
+		return obs, err
 	}
 	state, err := readState(nc)
 	if err != nil {
@@ -88,9 +94,9 @@ func migration(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 	})
 	stored := slices.Sorted(slices.Values(append(slices.Clone(state.Pairs), state.Dormant...)))
 	obs.Facts["fanout"], obs.Facts["used"], obs.Facts["kept"], obs.Facts["state_file"] = fanout(), used, kept, stored
-	obs.Facts["agent"], obs.Facts["client"] = delta, t
-	obs.Summary = fmt.Sprintf("fan-out of %d persisted; node-b saw %v carry traffic; %.1f s after the restart /debug/pairs keeps %v, the state file %v; pruned %s, in use %v; clients %d sent, %d ok, failed %s",
-		len(fanout()), used, time.Since(started).Seconds(), kept, stored, toJSON(delta.Pruned), delta.PrunedLive, t.Sent, t.OK, toJSON(t.Failed))
+	obs.Facts["agent"], obs.Facts["client"], obs.Facts["window_open"] = delta, t, open == 1
+	obs.Summary = fmt.Sprintf("fan-out of %d persisted; node-b saw %v carry traffic; %.1f s after the restart (window open: %v) /debug/pairs keeps %v, the state file %v; pruned %s, in use %v; clients %d sent, %d ok, failed %s",
+		len(fanout()), used, time.Since(started).Seconds(), open == 1, kept, stored, toJSON(delta.Pruned), delta.PrunedLive, t.Sent, t.OK, toJSON(t.Failed))
 	return obs, c.Check(ctx)
 }
 
@@ -123,17 +129,19 @@ type migrationFacts struct {
 	fanout, used, kept, stored []string
 	agent                      counters
 	client                     tally
+	windowOpen                 bool
 }
 
 func readMigration(o redgreen.Observation) (migrationFacts, error) {
 	var f migrationFacts
-	var ok [6]bool
+	var ok [7]bool
 	f.fanout, ok[0] = o.Facts["fanout"].([]string)
 	f.used, ok[1] = o.Facts["used"].([]string)
 	f.kept, ok[2] = o.Facts["kept"].([]string)
 	f.stored, ok[3] = o.Facts["state_file"].([]string)
 	f.agent, ok[4] = o.Facts["agent"].(counters)
 	f.client, ok[5] = o.Facts["client"].(tally)
+	f.windowOpen, ok[6] = o.Facts["window_open"].(bool)
 	if slices.Contains(ok[:], false) || len(f.used) == 0 {
 		return f, errors.New("nothing observed")
 	}
@@ -146,6 +154,9 @@ func checkMigrated(o redgreen.Observation) error {
 	f, err := readMigration(o)
 	if err != nil {
 		return err
+	}
+	if f.windowOpen {
+		return fmt.Errorf("node-a's agent had not closed its %s fetch window %s after the restart", window, window+migrationMargin)
 	}
 	if !slices.Equal(f.kept, f.used) || !slices.Equal(f.stored, f.used) {
 		return fmt.Errorf("after the window node-a keeps %v (state file %v), want exactly the pairs used, %v", f.kept, f.stored, f.used)
@@ -168,6 +179,9 @@ func checkFanoutKept(o redgreen.Observation) error {
 	f, err := readMigration(o)
 	if err != nil {
 		return err
+	}
+	if !f.windowOpen {
+		return errors.New("node-a's agent closed its fetch window within the case")
 	}
 	if len(f.used) >= len(f.fanout) {
 		return fmt.Errorf("every fan-out pair was used (%v): nothing to prune", f.used)

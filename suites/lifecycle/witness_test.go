@@ -149,6 +149,8 @@ const (
 	mAdmitted   = "aether_agent_odcds_admitted_total"
 	mPruned     = "aether_agent_pairs_pruned_total"
 	mPrunedLive = "aether_agent_pairs_pruned_live_total"
+	// mWindowOpen is 1 until the fetch window's prunes are done.
+	mWindowOpen = "aether_agent_pairs_fetch_window_open"
 )
 
 // pruneReasons are aether_agent_pairs_pruned_total's reasons.

@@ -19,18 +19,18 @@ var controlSubject = [][2]string{
 }
 
 const (
-	restartWitness = "the clients' per-request results, node-a's proxy access log (status, response flags, cluster), api-0's record, node-a's /debug/pairs before and after, its prune counters"
+	restartWitness = "the clients' per-request results, node-a's proxy access log (status, response flags, cluster), api-0's and cart-0's records, node-a's /debug/pairs before and after, its prune counters"
 	returnWitness  = "node-a's proxy access log (status, response flags, duration, cluster), node-b's inbound (protocol, peer SPIFFE ID), api-0's record, node-a's /debug/pairs and admission counter"
 	migWitness     = "node-b's inbound (which pairs carried HTTP/3 traffic), node-a's /debug/pairs and state file after the window, its prune counters, the clients' results"
 )
 
 func cases(r *rig) []redgreen.Case {
-	restartExpect := fmt.Sprintf("web-0's and batch-0's requests to api every 50 ms, through node-a's agent restarting and %s beyond", window+onDemandTimeout)
+	restartExpect := fmt.Sprintf("web-0's and batch-0's requests to api and web-0's to cart (a pair admitted just before) every 50 ms, through node-a's agent restarting and %s beyond", window+onDemandTimeout)
 	return []redgreen.Case{
 		{
 			Name: "pre-1073-prune-on-restart", Role: redgreen.Control,
 			Description: fmt.Sprintf("node-a's agent restarts under steady traffic with the pre-#1073 rule (--test-only-prune-unfetched-since-start, a %s window): a twin the proxy holds but did not fetch since the agent started is pruned", window),
-			Expect:      restartExpect + ": live twins are pruned one window after the restart (pruned counter up, gone from /debug/pairs) and their requests are 503 NC in node-a's access log; api-0 records none of them",
+			Expect:      restartExpect + ": live twins are pruned one window after the restart (pruned counter up, gone from /debug/pairs) and their requests are 503 NC in node-a's access log; api-0 and cart-0 record none of them",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return agentRestart(ctx, r, pruneUnfetched) },
 			Check:       checkRestartPrunes,
 		},
@@ -62,14 +62,14 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "cold-restart-gap", Role: redgreen.Control,
 			Description: "node-a's proxy is restarted without a hot restart (kill -9, then a new proxy with its arguments) while a prober sends web-0's requests to api on a new connection every " + probeEvery.String() + "; cron's pair is made dormant before",
-			Expect:      "probes fail while no proxy holds web-0's listener (refused connections), and api-0 records only those answered",
+			Expect:      "probes are lost (not answered 200 within the prober's deadline) while no proxy serves web-0's listener, and api-0's record misses some of them too",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return proxyRestart(ctx, r, windowHour, cold) },
 			Check:       checkColdRestartGap,
 		},
 		{
 			Name: "cold-restart-agent-inside", Role: redgreen.Control,
 			Description: "#1085's race with a restart that hands nothing over: node-a's agent stops, node-a's proxy is killed and a new one started, and the agent returns 500 ms later, under the prober",
-			Expect:      "probes fail until the returning agent has configured the new proxy, and api-0 records only those answered",
+			Expect:      "probes are lost until the returning agent has configured the new proxy, and api-0's record misses some of them too",
 			Run: func(ctx context.Context) (redgreen.Observation, error) {
 				return restartInside(ctx, r, windowHour, cold)
 			},
@@ -85,7 +85,7 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "agent-restart-mid-traffic", Role: redgreen.Subject,
 			Description: fmt.Sprintf("node-a's agent restarts under steady traffic (a %s fetch window)", window),
-			Expect:      restartExpect + ": every request 200 over its twin, no 503 NC in node-a's access log, api-0 records each one, /debug/pairs the same before and after, nothing pruned",
+			Expect:      restartExpect + ": every request 200 over its twin, no 503 NC in node-a's access log, api-0 and cart-0 record each one, /debug/pairs the same before and after, nothing pruned",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return agentRestart(ctx, r, shipped) },
 			Check:       checkRestartCarries,
 		},
@@ -110,7 +110,7 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "proxy-hot-restart", Role: redgreen.Subject,
 			Description: "node-a's proxy is hot restarted (the next epoch takes its listeners over and drains it) under the same prober, with cron's pair made dormant before",
-			Expect:      "every probe is answered 200 and recorded by api-0; the new proxy generation holds no on-demand subscription, so the dormant pair is pruned (not re-subscribed) while the live ones stay, and batch's first use after is 200 over its twin, HTTP/3.0 at node-b; no crash in any epoch's log, no twin in use pruned",
+			Expect:      "every probe is answered 200 and recorded by api-0; the new proxy generation holds no on-demand subscription, so the dormant pair is pruned (not re-subscribed) while the live ones stay, and batch's first use after is 200 over its twin (which reaches the new generation from the agent), HTTP/3.0 at node-b; no crash in any epoch's log, no twin in use pruned",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return proxyRestart(ctx, r, shipped, hot) },
 			Check:       checkHotRestart,
 		},

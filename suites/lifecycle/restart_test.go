@@ -105,8 +105,8 @@ func proxyRestart(ctx context.Context, r *rig, v variant, how restarter) (redgre
 	obs.Facts["prober"], obs.Facts["dormant_before"], obs.Facts["pairs_after"] = p, dormant, states(after)
 	obs.Facts["first_use"], obs.Facts["agent"], obs.Facts["proxy_crashes"] = first, delta, crashes
 	obs.Facts["proxy_pid_changed"] = n.ProxyPID() != pid0
-	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d): prober %d sent, %d ok, failed %s, api-0 recorded %d; %s was %s before; after: pairs %v, pruned %s, in use %v; batch's first use %s; crash lines in the proxy logs: %v",
-		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, toJSON(p.Tally.Failed), p.Recorded, twin("cron", "api"), dormant, states(after), toJSON(delta.Pruned), delta.PrunedLive, first, crashes)
+	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d): prober %d sent, %d ok, failed %s, api-0 recorded %d; %s was %q before; after: pairs %v, pruned %s, in use %v, admitted %v; batch's first use %s; crash lines in the proxy logs: %v",
+		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, toJSON(p.Tally.Failed), p.Recorded, twin("cron", "api"), dormant, states(after), toJSON(delta.Pruned), delta.PrunedLive, delta.Admitted, first, crashes)
 	return obs, c.Check(ctx)
 }
 
@@ -192,7 +192,7 @@ func proxyCrashes(nc *node.Cluster) (int, error) {
 	return n, nil
 }
 
-type restartFactsP struct {
+type proxyRestartFacts struct {
 	probe   probed
 	dormant string
 	after   []string
@@ -202,8 +202,8 @@ type restartFactsP struct {
 	changed bool
 }
 
-func readProxyRestart(o redgreen.Observation) (restartFactsP, error) {
-	var f restartFactsP
+func readProxyRestart(o redgreen.Observation) (proxyRestartFacts, error) {
+	var f proxyRestartFacts
 	var ok [7]bool
 	f.probe, ok[0] = o.Facts["prober"].(probed)
 	f.dormant, ok[1] = o.Facts["dormant_before"].(string)

@@ -177,6 +177,9 @@ type tally struct {
 	Failed map[string]int `json:"failed,omitempty"`
 	// FirstFailure is the first failed request's time after from, ms.
 	FirstFailureMS float64 `json:"first_failure_ms,omitempty"`
+	// FailedAtMS is when each failed request was sent, ms after from (the
+	// first 20).
+	FailedAtMS []float64 `json:"failed_at_ms,omitempty"`
 }
 
 func count(out map[string][]outcome, from time.Time) tally {
@@ -199,6 +202,9 @@ func count(out map[string][]outcome, from time.Time) tally {
 				why = why[i+2:]
 			}
 			t.Failed[why]++
+			if len(t.FailedAtMS) < 20 {
+				t.FailedAtMS = append(t.FailedAtMS, float64(o.At.Sub(from).Milliseconds()))
+			}
 			if first.IsZero() || o.At.Before(first) {
 				first = o.At
 			}

@@ -56,7 +56,7 @@ func agentRestart(ctx context.Context, r *rig, v variant) (redgreen.Observation,
 	var lines []accessLine
 	recorded := 0
 	for svc, n := range map[string]int{"api": len(out["web-0"]) + len(out["batch-0"]), "cart": len(out["web-0 → cart"])} {
-		ls, err := linesFor(ctx, c, "node-a", skip, svc, n)
+		ls, err := linesFor(ctx, c, "node-a", skip, svc, "", n)
 		if err != nil {
 			return obs, err
 		}

@@ -70,14 +70,14 @@ func leaveReturn(ctx context.Context, r *rig, v variant, pod, newIP string) (red
 	if err != nil {
 		return obs, err
 	}
-	out, err := linesFor(ctx, c, "node-a", skipA, "api", 1)
+	out, err := linesFor(ctx, c, "node-a", skipA, "api", spiffeID(sa), 1)
 	if err != nil {
 		return obs, err
 	}
 	if len(out) != 1 {
 		return obs, fmt.Errorf("node-a's access log has %d lines for %s's request, want 1", len(out), pod)
 	}
-	in, err := linesFor(ctx, c, "node-b", skipB, "api", 1)
+	in, err := linesFor(ctx, c, "node-b", skipB, "api", "", 1)
 	if err != nil {
 		return obs, err
 	}

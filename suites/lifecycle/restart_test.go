@@ -105,8 +105,8 @@ func proxyRestart(ctx context.Context, r *rig, v variant, how restarter) (redgre
 	obs.Facts["prober"], obs.Facts["dormant_before"], obs.Facts["pairs_after"] = p, dormant, states(after)
 	obs.Facts["first_use"], obs.Facts["agent"], obs.Facts["proxy_crashes"] = first, delta, crashes
 	obs.Facts["proxy_pid_changed"] = n.ProxyPID() != pid0
-	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d): prober %d sent, %d ok, failed %s, api-0 recorded %d; %s was %q before; after: pairs %v, pruned %s, in use %v, admitted %v; batch's first use %s; crash lines in the proxy logs: %v",
-		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, toJSON(p.Tally.Failed), p.Recorded, twin("cron", "api"), dormant, states(after), toJSON(delta.Pruned), delta.PrunedLive, delta.Admitted, first, crashes)
+	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d): prober %d sent, %d ok (slowest %.0f ms), failed %s, api-0 recorded %d; %s was %q before; after: pairs %v, pruned %s, in use %v, admitted %v; batch's first use %s; crash lines in the proxy logs: %v",
+		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, p.Tally.SlowestOKMS, toJSON(p.Tally.Failed), p.Recorded, twin("cron", "api"), dormant, states(after), toJSON(delta.Pruned), delta.PrunedLive, delta.Admitted, first, crashes)
 	return obs, c.Check(ctx)
 }
 
@@ -155,14 +155,14 @@ func firstUse(ctx context.Context, r *rig, v variant, pod, tag string) (use, err
 	if _, err := once(ctx, c, pod, "api", tag); err != nil {
 		return use{}, err
 	}
-	out, err := linesFor(ctx, c, "node-a", skipA, "api", 1)
+	out, err := linesFor(ctx, c, "node-a", skipA, "api", spiffeID(strings.TrimSuffix(pod, "-0")), 1)
 	if err != nil {
 		return use{}, err
 	}
 	if len(out) != 1 {
 		return use{}, fmt.Errorf("node-a's access log has %d lines for %s's request, want 1", len(out), pod)
 	}
-	in, err := linesFor(ctx, c, "node-b", skipB, "api", 1)
+	in, err := linesFor(ctx, c, "node-b", skipB, "api", "", 1)
 	if err != nil {
 		return use{}, err
 	}
@@ -307,8 +307,8 @@ func restartInside(ctx context.Context, r *rig, v variant, how restarter) (redgr
 		return obs, err
 	}
 	obs.Facts["prober"], obs.Facts["proxy_pid_changed"] = p, n.ProxyPID() != pid0
-	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d) with node-a's agent down from before it to 500 ms into it: prober %d sent, %d ok, failed %s; api-0 recorded %d",
-		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, toJSON(p.Tally.Failed), p.Recorded)
+	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d) with node-a's agent down from before it to 500 ms into it: prober %d sent, %d ok (slowest %.0f ms), failed %s; api-0 recorded %d",
+		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, p.Tally.SlowestOKMS, toJSON(p.Tally.Failed), p.Recorded)
 	return obs, c.Check(ctx)
 }
 

@@ -40,6 +40,7 @@ func client(c cluster.Cluster, podName string, fresh bool) *http.Client {
 // outcome is one request as its client saw it.
 type outcome struct {
 	At     time.Time
+	Took   time.Duration
 	Status int
 	Err    string
 }
@@ -64,7 +65,7 @@ func get(ctx context.Context, hc *http.Client, svc, tag, podName string, i int, 
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	o.Status = resp.StatusCode
+	o.Status, o.Took = resp.StatusCode, time.Since(o.At)
 	return o
 }
 
@@ -180,6 +181,9 @@ type tally struct {
 	// FailedAtMS is when each failed request was sent, ms after from (the
 	// first 20).
 	FailedAtMS []float64 `json:"failed_at_ms,omitempty"`
+	// SlowestOKMS is the longest a request answered 200 took, ms: how
+	// far the answered ones stayed from a prober's deadline.
+	SlowestOKMS float64 `json:"slowest_ok_ms"`
 }
 
 func count(out map[string][]outcome, from time.Time) tally {
@@ -190,6 +194,7 @@ func count(out map[string][]outcome, from time.Time) tally {
 			t.Sent++
 			if o.ok() {
 				t.OK++
+				t.SlowestOKMS = max(t.SlowestOKMS, float64(o.Took.Microseconds())/1000)
 				continue
 			}
 			why := o.Err

@@ -60,10 +60,11 @@ func accessLines(ctx context.Context, c cluster.Cluster, nodeName string) ([]acc
 	return out, sc.Err()
 }
 
-// linesFor waits until node's access log holds want lines for svc after
-// the first skip lines (the proxy writes a line once a request is done),
-// or the count stops growing, and returns those lines.
-func linesFor(ctx context.Context, c cluster.Cluster, nodeName string, skip int, svc string, want int) ([]accessLine, error) {
+// linesFor waits until node's access log holds want lines for svc from
+// source (a SPIFFE ID; "" for any) after the first skip lines (the proxy
+// writes a line once a request is done), or the count stops growing, and
+// returns those lines.
+func linesFor(ctx context.Context, c cluster.Cluster, nodeName string, skip int, svc, source string, want int) ([]accessLine, error) {
 	authority := xdsnames.Authority(svc, namespace, meshDomain)
 	var found []accessLine
 	last := -1
@@ -74,7 +75,7 @@ func linesFor(ctx context.Context, c cluster.Cluster, nodeName string, skip int,
 		}
 		found = found[:0]
 		for _, l := range lines[min(skip, len(lines)):] {
-			if strings.HasPrefix(l.Authority, authority) {
+			if strings.HasPrefix(l.Authority, authority) && (source == "" || l.Source == source) {
 				found = append(found, l)
 			}
 		}

@@ -110,7 +110,7 @@ func cases(r *rig) []redgreen.Case {
 		{
 			Name: "proxy-hot-restart", Role: redgreen.Subject,
 			Description: "node-a's proxy is hot restarted (the next epoch takes its listeners over and drains it) under the same prober, with cron's pair made dormant before",
-			Expect:      "every probe is answered 200 and recorded by api-0; the new proxy generation holds no on-demand subscription, so the dormant pair is pruned (not re-subscribed) while the live ones stay, and batch's first use after is 200 over its twin (which reaches the new generation from the agent), HTTP/3.0 at node-b; no crash in any epoch's log, no twin in use pruned",
+			Expect:      "every probe is answered 200 and recorded by api-0; the new proxy generation holds no on-demand subscription, so the dormant pair is pruned (not re-subscribed) while the live ones stay, and batch's first use after is 200 over its twin (which reaches the new generation from the agent), HTTP/3.0 at node-b; the old epoch exits 0 and no epoch's log reports a crash; no twin in use pruned",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return proxyRestart(ctx, r, shipped, hot) },
 			Check:       checkHotRestart,
 		},

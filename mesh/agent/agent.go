@@ -174,12 +174,22 @@ type Agent struct {
 	twins map[string]servedTwin
 	// subscribed are the twin names the proxy holds an on-demand
 	// subscription for, as far as the agent knows; streams, the ADS
-	// streams that have sent a CDS request (pairs.go).
+	// streams that have sent a CDS request (pairs.go); servers, the ADS
+	// servers made, each numbering its streams from 1.
 	subscribed map[string]bool
-	streams    map[int64]bool
+	streams    map[streamID]bool
+	servers    int64
 	// pruned are pairs pruned under a.mu, judged once it is released.
 	pruned  []prunedPair
 	traffic *proxyTraffic
+	// pairGen numbers the pair set's versions; writes of them are
+	// ordered by writeMu, under which pairsWritten is the last one on
+	// disk (pairs.go). background counts those writes and the judging
+	// of prunes against the proxy's traffic (traffic.go) under way.
+	pairGen      uint64
+	background   sync.WaitGroup
+	writeMu      sync.Mutex
+	pairsWritten uint64
 	// unjudged are the CDS watches whose request subscribed to names
 	// before the first build: answered when it lands (odcds.go).
 	unjudged []*unjudgedWatch
@@ -217,7 +227,7 @@ func New(opts Options) (*Agent, error) {
 		opts.ProxyMetricsInterval = 10 * time.Second
 	}
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
-		pairs: pairs{}, twins: map[string]servedTwin{}, subscribed: map[string]bool{}, streams: map[int64]bool{}}
+		pairs: pairs{}, twins: map[string]servedTwin{}, subscribed: map[string]bool{}, streams: map[streamID]bool{}}
 	if opts.ProxyMetricsURL != "" {
 		a.traffic = newProxyTraffic(opts.ProxyMetricsURL)
 	}
@@ -413,7 +423,7 @@ func (a *Agent) Apply(st *registry.State) error {
 	err := a.applyLocked(st)
 	pruned := a.takePruned()
 	a.mu.Unlock()
-	a.judgePrunes(pruned)
+	a.judgeLater(pruned)
 	return err
 }
 

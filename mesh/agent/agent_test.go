@@ -26,7 +26,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
-func readFixture(t *testing.T, name string) []byte {
+func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(scenarioDir, name))
 	if err != nil {

@@ -111,8 +111,12 @@ func (a *Agent) loadPairs() {
 	a.log.Info("QUIC pairs carried over", "file", pairstate.File, "live", len(st.Live), "dormant", len(st.Dormant))
 }
 
-// savePairs writes the demand set; a.mu is held. A failed write is
-// logged: the pairs stay served, and the next change writes them again.
+// savePairs writes the demand set; a.mu is held. The write (two fsyncs,
+// milliseconds) runs on its own goroutine: an admission is made while
+// the ADS stream's loop waits, and its response must not wait on a disk.
+// A write lost to a crash costs nothing a restart does not recover: the
+// proxy's fresh stream re-subscribes what it holds. A failed write is
+// logged; the next change writes the whole set again.
 func (a *Agent) savePairs() {
 	a.observePairs()
 	if a.opts.StateDir == "" {
@@ -126,10 +130,32 @@ func (a *Agent) savePairs() {
 			st.Live = append(st.Live, t)
 		}
 	}
+	a.pairGen++
+	gen := a.pairGen
+	a.background.Add(1)
+	go a.writePairs(gen, st)
+}
+
+// writePairs writes st, the set as of generation gen, unless a later
+// one is written already: writes may start out of order, never land so.
+func (a *Agent) writePairs(gen uint64, st pairstate.State) {
+	defer a.background.Done()
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
+	if gen <= a.pairsWritten {
+		return
+	}
 	if err := pairstate.Write(a.opts.StateDir, st); err != nil {
 		a.log.Error("failed to persist QUIC pairs", "err", err)
+		return
 	}
+	a.pairsWritten = gen
 }
+
+// Flush waits until every change to the QUIC pairs made so far is on
+// disk (or failed, and was logged) and every prune is judged: an agent
+// stopping calls it last.
+func (a *Agent) Flush() { a.background.Wait() }
 
 func (a *Agent) observePairs() {
 	n := map[string]int{}
@@ -150,13 +176,16 @@ func (a *Agent) prune(t xdsnames.Twin, reason string, now time.Time) {
 	a.log.Info("QUIC pair pruned", "cluster", xdsnames.TwinCluster(t), "reason", reason, "state", p.state(), "evidence", p.evidence)
 }
 
+// streamID names an ADS stream: go-control-plane numbers streams per server.
+type streamID struct{ server, stream int64 }
+
 // cdsRequest records what a CDS request says of the pairs; a.mu is not
 // held. A stream's first CDS request states what the proxy holds: the
 // names it re-subscribes hold on-demand subscriptions, those in
 // initial_resource_versions alone are held, and a dormant pair it does
 // not re-subscribe is pruned, since that proxy will ask again if it needs
 // it. A later request's names are on-demand fetches.
-func (a *Agent) cdsRequest(stream int64, req *discovery.DeltaDiscoveryRequest) {
+func (a *Agent) cdsRequest(stream streamID, req *discovery.DeltaDiscoveryRequest) {
 	a.mu.Lock()
 	first := !a.streams[stream]
 	a.streams[stream] = true
@@ -174,7 +203,7 @@ func (a *Agent) cdsRequest(stream int64, req *discovery.DeltaDiscoveryRequest) {
 	}
 	pruned := a.takePruned()
 	a.mu.Unlock()
-	a.judgePrunes(pruned)
+	a.judgeLater(pruned)
 }
 
 // freshStream is cdsRequest for a stream's first CDS request; a.mu is held.
@@ -204,7 +233,7 @@ func (a *Agent) freshStream(req *discovery.DeltaDiscoveryRequest, now time.Time)
 
 // streamClosed forgets a stream; what its proxy subscribed to stays
 // known, since a proxy keeps its subscriptions across reconnects.
-func (a *Agent) streamClosed(stream int64) {
+func (a *Agent) streamClosed(stream streamID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.streams, stream)
@@ -278,6 +307,8 @@ func (a *Agent) endFetchWindow() {
 	}
 	pruned := a.takePruned()
 	a.mu.Unlock()
+	// On the timer's goroutine, which nothing waits on: the window is
+	// over once its prunes are judged.
 	a.judgePrunes(pruned)
 	a.metrics.fetchWindowOpen.Set(0)
 }

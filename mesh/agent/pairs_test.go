@@ -35,6 +35,8 @@ func pairAgent(t *testing.T, stateDir string, opts Options) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the state dir goes: a pair write may still be under way.
+	t.Cleanup(a.Flush)
 	return a
 }
 
@@ -76,10 +78,11 @@ func persist(t *testing.T, dir string, live, dormant []string) {
 	}
 }
 
-// persisted reads the state file back as names.
-func persisted(t *testing.T, dir string) (live, dormant []string) {
+// persisted reads a's state file back as names, once a's writes are done.
+func persisted(t *testing.T, a *Agent) (live, dormant []string) {
 	t.Helper()
-	st, err := pairstate.Load(dir, time.Now())
+	a.Flush()
+	st, err := pairstate.Load(a.opts.StateDir, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func freshStream(a *Agent, id int64, subscribe, held []string) {
 	for _, n := range held {
 		req.InitialResourceVersions[n] = "1"
 	}
-	a.cdsRequest(id, req)
+	a.cdsRequest(streamID{stream: id}, req)
 }
 
 var (
@@ -138,10 +141,11 @@ func TestPairsCarriedOverARestart(t *testing.T) {
 	if refused := a.admit([]string{twinA}); len(refused) != 0 {
 		t.Fatalf("refused %v", refused)
 	}
-	if live, dormant := persisted(t, dir); !slices.Equal(live, []string{twinA}) || len(dormant) != 0 {
+	if live, dormant := persisted(t, a); !slices.Equal(live, []string{twinA}) || len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want live [%s]", live, dormant, twinA)
 	}
 
+	a.Flush()
 	b := pairAgent(t, dir, Options{})
 	if got := pairOf(b, twinA); got == nil || got.State != PairLive || got.Evidence != EvidencePersisted || got.LastSeen != "" {
 		t.Fatalf("restarted agent's pair = %+v, want live, persisted, never seen", got)
@@ -192,6 +196,7 @@ func TestHeldTwinAdmitsNothingUnlessPersisted(t *testing.T) {
 		t.Fatalf("refused %v", refused)
 	}
 	mustApply(t, a, scenario(t))
+	a.Flush()
 	// The previous agent served both twins; only twinA was persisted
 	// (rev245's up-front twins were never recorded).
 	persist(t, dir, []string{twinA}, nil)
@@ -275,7 +280,7 @@ func TestDormantPairs(t *testing.T) {
 			if got := pairOf(a, c.twin); got == nil || got.State != PairDormant {
 				t.Fatalf("%s = %+v, want dormant", c.twin, got)
 			}
-			if live, dormant := persisted(t, dir); len(live) != 0 || !slices.Equal(dormant, []string{c.twin}) {
+			if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{c.twin}) {
 				t.Fatalf("persisted live %v dormant %v, want dormant [%s]", live, dormant, c.twin)
 			}
 			mustApply(t, a, st)
@@ -327,7 +332,7 @@ func TestDropPairOnRemovalControl(t *testing.T) {
 	if twinServed(a, twinA) || pairOf(a, twinA) != nil {
 		t.Fatalf("%s served (%v) or recorded (%+v) after a drop on removal", twinA, twinServed(a, twinA), pairOf(a, twinA))
 	}
-	if live, dormant := persisted(t, dir); len(live)+len(dormant) != 0 {
+	if live, dormant := persisted(t, a); len(live)+len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want nothing", live, dormant)
 	}
 	if n := pruneLbl(a, PrunedOnRemoval); n != 1 {
@@ -357,27 +362,29 @@ func TestDormantPrunedOnlyWhenNotResubscribed(t *testing.T) {
 		t.Fatalf("aether_agent_pairs_refused_total = %v, want 0 for a dormant pair", n)
 	}
 
-	freshStream(a, 99, nil, nil)
+	// A new proxy generation: another stream (of another ADS server, as
+	// an agent may serve several), whose first request names no twin.
+	openCDS(t, a).recv()
 	if got := pairOf(a, twinA); got != nil {
 		t.Fatalf("%s = %+v after a fresh stream that does not re-subscribe it, want pruned", twinA, got)
 	}
 	if n := pruneLbl(a, PrunedNotResubscribed); n != 1 {
 		t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedNotResubscribed, n)
 	}
-	if live, dormant := persisted(t, dir); len(live)+len(dormant) != 0 {
+	if live, dormant := persisted(t, a); len(live)+len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want nothing", live, dormant)
 	}
 }
 
 // windowAgent runs f in a synctest bubble with an agent whose fetch
 // window is one minute, its state dir holding live and dormant pairs.
-func windowAgent(t *testing.T, live, dormant []string, ctl Controls, f func(a *Agent, dir string)) {
+func windowAgent(t *testing.T, live, dormant []string, ctl Controls, f func(a *Agent)) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		persist(t, dir, live, dormant)
 		a := pairAgent(t, dir, Options{PairFetchWindow: time.Minute, Controls: ctl})
 		mustApply(t, a, scenario(t))
-		f(a, dir)
+		f(a)
 	})
 }
 
@@ -385,7 +392,7 @@ func windowAgent(t *testing.T, live, dormant []string, ctl Controls, f func(a *A
 // of use is pruned with its twin; a held one (#1073), a re-subscribed
 // one and a dormant one are kept.
 func TestFetchWindow(t *testing.T) {
-	windowAgent(t, []string{twinA, twinB}, []string{twinAB}, Controls{}, func(a *Agent, dir string) {
+	windowAgent(t, []string{twinA, twinB}, []string{twinAB}, Controls{}, func(a *Agent) {
 		// twinA held, twinB not re-stated: the proxy no longer has it.
 		freshStream(a, 1, []string{twinAB}, []string{twinA})
 		time.Sleep(59 * time.Second)
@@ -410,7 +417,7 @@ func TestFetchWindow(t *testing.T) {
 		if n := testutil.ToFloat64(a.metrics.pairsPrunedLive); n != 0 {
 			t.Fatalf("pruned_live = %v, want 0: the pruned pair showed no use", n)
 		}
-		if live, dormant := persisted(t, dir); !slices.Equal(live, []string{twinA}) || !slices.Equal(dormant, []string{twinAB}) {
+		if live, dormant := persisted(t, a); !slices.Equal(live, []string{twinA}) || !slices.Equal(dormant, []string{twinAB}) {
 			t.Fatalf("persisted live %v dormant %v", live, dormant)
 		}
 	})
@@ -419,7 +426,7 @@ func TestFetchWindow(t *testing.T) {
 // TestFetchWindowSparesDormantWithoutEvidence: with no stream at all, the
 // window prunes the live carry-over and never the dormant one.
 func TestFetchWindowSparesDormantWithoutEvidence(t *testing.T) {
-	windowAgent(t, []string{twinA}, []string{twinAB}, Controls{}, func(a *Agent, _ string) {
+	windowAgent(t, []string{twinA}, []string{twinAB}, Controls{}, func(a *Agent) {
 		time.Sleep(61 * time.Second)
 		synctest.Wait()
 		if pairOf(a, twinA) != nil {
@@ -433,13 +440,13 @@ func TestFetchWindowSparesDormantWithoutEvidence(t *testing.T) {
 
 // TestPruneUnfetchedSinceStartControl: the pre-#1073 rule prunes a twin
 // the agent restart's fresh stream re-subscribed, in use, and keeps only
-// the one fetched on a later request; without proxy metrics the prune
-// counts as live (evidence within the minute).
+// the carried-over one a later request fetched; without proxy metrics the
+// prune counts as live (evidence within the minute).
 func TestPruneUnfetchedSinceStartControl(t *testing.T) {
-	windowAgent(t, []string{twinA}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent, _ string) {
+	windowAgent(t, []string{twinA, twinB}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent) {
 		freshStream(a, 1, []string{twinA}, []string{twinA})
 		time.Sleep(30 * time.Second)
-		a.cdsRequest(1, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
+		a.cdsRequest(streamID{stream: 1}, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
 		if refused := a.admit([]string{twinB}); len(refused) != 0 {
 			t.Fatalf("refused %v", refused)
 		}
@@ -523,5 +530,75 @@ func TestDebugPairs(t *testing.T) {
 	}
 	if tB.Evidence != EvidencePersisted || tB.LastSeen != "" {
 		t.Fatalf("%s = %+v, want persisted with no last_seen", twinB, tB)
+	}
+}
+
+// BenchmarkAdmitPersisted is one on-demand admission with a state dir:
+// the pair's write must stay off the admission, which the proxy's paused
+// request waits on.
+func BenchmarkAdmitPersisted(b *testing.B) {
+	st, err := registry.ParseScenario("two-udp-services.yaml", readFixture(b, "two-udp-services.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		a, err := New(Options{Node: "node-a", Mode: constants.CaptureTProxy, StateDir: b.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Apply(st); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if refused := a.admit([]string{twinA}); len(refused) != 0 {
+			b.Fatalf("refused %v", refused)
+		}
+		b.StopTimer()
+		a.Flush()
+		b.StartTimer()
+	}
+}
+
+// TestPairWritesNeverLandOutOfOrder: a write of an older pair set that
+// starts after a newer one landed leaves the newer on disk.
+func TestPairWritesNeverLandOutOfOrder(t *testing.T) {
+	a := pairAgent(t, t.TempDir(), Options{})
+	older := pairstate.State{Live: []xdsnames.Twin{{Service: "svc-a", Namespace: "demo", SA: "client", SANamespace: "demo"}}}
+	newer := pairstate.State{Dormant: older.Live}
+	a.background.Add(2)
+	a.writePairs(2, newer)
+	a.writePairs(1, older)
+	if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{twinA}) {
+		t.Fatalf("persisted live %v dormant %v, want the newer set: dormant [%s]", live, dormant, twinA)
+	}
+}
+
+// TestProxyTrafficSamples: a twin served a request when its count grew
+// between two samples, or restarted from 0 and counted again (a new proxy
+// process); the first sample is a baseline, and a count that stands still
+// is not service.
+func TestProxyTrafficSamples(t *testing.T) {
+	var n int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# TYPE aether_proxy_http_requests_total counter\n"+
+			"aether_proxy_http_requests_total{listener=\"out\",cluster=\""+twinA+"\",code=\"200\",flags=\"-\"} "+strconv.Itoa(n)+"\n")
+	}))
+	defer srv.Close()
+	p := newProxyTraffic(srv.URL)
+	at := time.Unix(1000, 0)
+	for i, c := range []struct {
+		count  int
+		served bool
+	}{{5, false}, {5, false}, {6, true}, {2, true}, {2, false}, {0, false}} {
+		n = c.count
+		now := at.Add(time.Duration(i) * time.Minute)
+		if err := p.sample(t.Context(), now); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.servedSince(twinA, now); got != c.served {
+			t.Fatalf("sample %d (count %d): served = %v, want %v", i, c.count, got, c.served)
+		}
 	}
 }

@@ -64,6 +64,10 @@ func requireLoopback(spec string) error {
 // (state-of-the-world and delta) backed by the agent's snapshot cache.
 func (a *Agent) NewGRPCServer(ctx context.Context) *grpc.Server {
 	gs := grpc.NewServer()
+	a.mu.Lock()
+	a.servers++
+	srv := a.servers
+	a.mu.Unlock()
 	xds := serverv3.NewServer(ctx, a.Cache(), serverv3.CallbackFuncs{
 		DeltaStreamOpenFunc: func(_ context.Context, id int64, typ string) error {
 			a.log.Debug("delta stream opened", "stream", id, "type", typ)
@@ -71,11 +75,11 @@ func (a *Agent) NewGRPCServer(ctx context.Context) *grpc.Server {
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
 			if req.GetTypeUrl() == resource.ClusterType {
-				a.cdsRequest(id, req)
+				a.cdsRequest(streamID{srv, id}, req)
 			}
 			return nil
 		},
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { a.streamClosed(id) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { a.streamClosed(streamID{srv, id}) },
 	})
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, xds)
 	return gs

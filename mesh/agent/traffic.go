@@ -45,7 +45,9 @@ func newProxyTraffic(url string) *proxyTraffic {
 }
 
 // sample reads the proxy's counters at now. The first sample is a
-// baseline: a count seen then grew at some unknown earlier time.
+// baseline: a count seen then grew at some unknown earlier time. A count
+// lower than the last is a new proxy process's (a hot restart starts its
+// counters at 0): what it counts was served since.
 func (p *proxyTraffic) sample(ctx context.Context, now time.Time) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
@@ -68,7 +70,7 @@ func (p *proxyTraffic) sample(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, n := range counts {
-		if p.sampled && n > p.counts[name] {
+		if old := p.counts[name]; p.sampled && (n > old || (n < old && n > 0)) {
 			p.served[name] = now
 		}
 	}
@@ -121,11 +123,25 @@ func (p *proxyTraffic) sampleEvery(ctx context.Context, interval time.Duration, 
 	}
 }
 
+// judgeLater judges pruned on its own goroutine: a sample is an HTTP
+// request to the proxy, which a stream's callback or a registry update
+// must not wait on (in a hot restart the proxy's metrics listener moves
+// from one process to the other).
+func (a *Agent) judgeLater(pruned []prunedPair) {
+	if len(pruned) == 0 {
+		return
+	}
+	a.background.Add(1)
+	go func() {
+		defer a.background.Done()
+		a.judgePrunes(pruned)
+	}()
+}
+
 // judgePrunes counts the pruned pairs whose twin served a request in the
 // last minute: with the proxy's metrics, those whose counter grew in a
 // sample taken since, this one included; without them, those with
-// evidence of use in that minute. a.mu is not held: a sample is an HTTP
-// request to the proxy.
+// evidence of use in that minute.
 func (a *Agent) judgePrunes(pruned []prunedPair) {
 	if len(pruned) == 0 {
 		return

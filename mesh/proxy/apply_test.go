@@ -30,6 +30,10 @@ func (r *recording) Subscribe(typeURL string, names ...string) error {
 	return errors.New("failed to send request: stream closed")
 }
 
+func (r *recording) Want(typeURL string, names ...string) error {
+	return r.Subscribe(typeURL, names...)
+}
+
 func offline(t *testing.T) (*Proxy, *recording) {
 	t.Helper()
 	p := New(Options{Node: "node-1", XDS: "unix:///nonexistent", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -72,6 +76,24 @@ func TestCDSAppliedWholeWhenEDSSubscribeFails(t *testing.T) {
 	}
 	if got := r.subs[resource.EndpointType]; !slices.Equal(got, []string{"udp:svc-a.default"}) {
 		t.Errorf("EDS subscription recorded for the next stream: %v, want [udp:svc-a.default]", got)
+	}
+}
+
+// When the last EDS cluster goes, its load assignment's name is no longer
+// wanted: keeping it subscribed with nothing to hold it meant that a
+// cluster of the same name returning later sent no request (the name
+// counted as subscribed already) and, its assignment having come before
+// it and been dropped, warmed for ever.
+func TestLastEDSClusterUnsubscribes(t *testing.T) {
+	p, r := offline(t)
+	if err := p.OnUpdate(resource.ClusterType, clusterResources(t, proxytest.EDSCluster("udp:svc-a.default"), proxytest.Blackhole()), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.OnUpdate(resource.ClusterType, nil, []string{"udp:svc-a.default"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.subs[resource.EndpointType]; !ok || len(got) != 0 {
+		t.Fatalf("EDS names wanted after the last EDS cluster went: %v (recorded: %v), want none", got, ok)
 	}
 }
 

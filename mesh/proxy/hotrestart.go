@@ -25,9 +25,9 @@ type Restart struct {
 	// whose listening sockets the proxy takes where its own listeners bind
 	// the same address; nil binds every socket anew.
 	Parent *hotrestart.Child
-	// DrainTime is how long, once a child has taken over, what is in flight
-	// on the drained listeners may take before it is closed; zero is
-	// hotrestart.DefaultDrainTime.
+	// DrainTime is how long, once a child has taken over, the HTTP
+	// connections of the drained listeners may take to finish before they
+	// are closed; zero is hotrestart.DefaultDrainTime.
 	DrainTime time.Duration
 }
 

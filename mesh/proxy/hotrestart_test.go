@@ -276,7 +276,9 @@ func (m *hotRestartMesh) drive(t *testing.T, stop <-chan struct{}) ([]*flow, *sy
 	flows := []*flow{{name: "udp"}, {name: "tcp"}, {name: "http/2"}, {name: "http/3"}}
 	steps := []func() error{
 		func() error {
-			reply, _, err := exchange(udpc, "ping")
+			// A generous wait: only a datagram that never comes back
+			// is a failure, not one the loaded machine delayed.
+			reply, _, err := exchangeWithin(udpc, "ping", 3*time.Second)
 			if err == nil && reply != m.svc.Name {
 				err = fmt.Errorf("reply %q", reply)
 			}

@@ -63,6 +63,7 @@ func (r *pairRig) startWindow(ctl agent.Controls, window time.Duration) {
 	r.t.Helper()
 	if r.stop != nil {
 		r.stop()
+		r.a.Flush()
 	}
 	r.reg = prometheus.NewRegistry()
 	a, err := agent.New(agent.Options{Node: "node-a", Mode: constants.CaptureTProxy, StateDir: r.stateDir,
@@ -70,6 +71,7 @@ func (r *pairRig) startWindow(ctl agent.Controls, window time.Duration) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	r.t.Cleanup(a.Flush)
 	if err := a.Apply(r.st); err != nil {
 		r.t.Fatal(err)
 	}
@@ -197,9 +199,11 @@ func TestPairLifecycleAgainstTheProxy(t *testing.T) {
 // next request finds the twin. Control (the pre-#1073 rule, which counts
 // only fetches since start): the re-subscribed twin is pruned at the
 // window's end, the proxy, still subscribed, never asks again, and the
-// request waits out the on-demand timeout (503 NC at the router).
+// request waits out the on-demand timeout (503 NC at the router); a twin
+// first fetched after the restart is kept.
 func TestFetchWindowAgainstTheProxy(t *testing.T) {
 	twin := xdsnames.TwinCluster(xdsnames.Twin{Service: "svc-a", Namespace: "demo", SA: "client", SANamespace: "demo"})
+	fetched := xdsnames.TwinCluster(xdsnames.Twin{Service: "svc-a", Namespace: "demo", SA: "backend", SANamespace: "demo"})
 	for _, c := range []struct {
 		name string
 		ctl  agent.Controls
@@ -217,6 +221,9 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 				s := r.pair(twin)
 				return s != nil && s.Evidence == agent.EvidenceSubscribed
 			})
+			if err := p.OnDemand().Await(ctx, fetched); err != nil {
+				t.Fatalf("Await(%s) = %v", fetched, err)
+			}
 			waitFor(t, "the fetch window to end", func() bool {
 				return gauge(t, r.reg, "aether_agent_pairs_fetch_window_open") == 0
 			})
@@ -225,6 +232,9 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 				if err := p.OnDemand().Await(ctx, twin); !errors.Is(err, ondemand.ErrTimeout) || r.pair(twin) != nil {
 					t.Fatalf("control: Await(%s) = %v, pair %+v; want ErrTimeout and the pair pruned", twin, err, r.pair(twin))
 				}
+				if r.pair(fetched) == nil || p.Active(fetched) == nil {
+					t.Fatalf("control pruned %s, fetched since start", fetched)
+				}
 				return
 			}
 			if err := p.OnDemand().Await(ctx, twin); err != nil || r.pair(twin) == nil {
@@ -232,4 +242,26 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLastPodLeavesAndReturns: when a node's last pod leaves, every EDS
+// cluster goes and the proxy unsubscribes their load assignments; when a
+// pod returns, the clusters come back and warm again. Before, the names
+// stayed subscribed with nothing left to hold them: the returned
+// assignments were dropped for want of a cluster, and the clusters, whose
+// names counted as subscribed already, sent no request and never warmed.
+func TestLastPodLeavesAndReturns(t *testing.T) {
+	const base = "udp:svc-a.demo"
+	r := newPairRig(t)
+	r.start(agent.Controls{})
+	p := runPairProxy(t, "unix://"+r.sock)
+	waitFor(t, base+" active", func() bool { return p.Active(base) != nil })
+
+	empty := *r.st
+	empty.Pods = slices.DeleteFunc(slices.Clone(r.st.Pods), func(p registry.Pod) bool { return p.Node == "node-a" })
+	r.apply(&empty)
+	waitFor(t, base+" gone with the node's last pod", func() bool { return p.Active(base) == nil })
+
+	r.apply(r.st)
+	waitFor(t, base+" active again once a pod returns", func() bool { return p.Active(base) != nil })
 }

@@ -132,6 +132,7 @@ type Proxy struct {
 // subscriber is the part of the xDS client updates use.
 type subscriber interface {
 	Subscribe(typeURL string, names ...string) error
+	Want(typeURL string, names ...string) error
 }
 
 // New makes a proxy; Run connects it.
@@ -334,12 +335,11 @@ func (p *Proxy) onClusters(rs []*discoveryv3.Resource, removed []string) error {
 	p.mu.Unlock()
 	p.onDemand.Update(activated, removed)
 	p.clustersChanged()
-	if len(eds) == 0 {
-		// Nothing to warm: an empty subscription would read as wildcard.
-		p.requestListenersIfWarm()
-		return nil
-	}
-	if err := p.sub.Subscribe(resource.EndpointType, eds...); err != nil {
+	// Want, not Subscribe: when the last EDS cluster goes, its names are
+	// unsubscribed (Subscribe would read none as wildcard). Were they kept,
+	// a name that returns later would count as subscribed already, no
+	// request would go out, and its cluster would warm for ever.
+	if err := p.sub.Want(resource.EndpointType, eds...); err != nil {
 		// The clusters stand: the response was valid, and the failed send
 		// ended the stream, whose successor subscribes to these names.
 		p.opts.Log.Warn("EDS subscription deferred to the next stream", "names", eds, "err", err)

@@ -52,23 +52,36 @@ func (c *Cluster) HotRestartProxy(ctx context.Context, n *Node) error {
 		return ctx.Err()
 	}
 	c.forget(parent)
-	proxyMu.Lock()
+	procMu.Lock()
 	n.proxy = child
-	proxyMu.Unlock()
+	procMu.Unlock()
 	if parent.err != nil {
 		return fmt.Errorf("hot restart of node %s's proxy: epoch %d exited with %v (log %s)\n%s", n.Name, epoch-1, parent.err, parent.log, tail(parent.log, 15))
 	}
 	return c.WaitProxyReady(ctx, n, 30*time.Second)
 }
 
-// proxyMu guards each node's proxy process, which HotRestartProxy
-// replaces while a run may be reading it (a CPU sampler's ProxyPID).
-var proxyMu sync.Mutex
+// procMu guards each node's proxy and agent processes, which
+// HotRestartProxy and StartAgent replace while a run may be reading them
+// (a CPU sampler's ProxyPID, a WaitProxyReady of another goroutine).
+var procMu sync.Mutex
 
 func (n *Node) proxyProc() *proc {
-	proxyMu.Lock()
-	defer proxyMu.Unlock()
+	procMu.Lock()
+	defer procMu.Unlock()
 	return n.proxy
+}
+
+func (n *Node) agentProc() *proc {
+	procMu.Lock()
+	defer procMu.Unlock()
+	return n.agent
+}
+
+func (n *Node) setAgent(p *proc) {
+	procMu.Lock()
+	defer procMu.Unlock()
+	n.agent = p
 }
 
 // forget drops a process that has ended from the ones Check reports.

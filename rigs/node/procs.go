@@ -214,7 +214,7 @@ func (c *Cluster) startMesh(ctx context.Context) error {
 // metrics address, which it binds after its handoff socket: the CNI's calls
 // reach it from then on. The agent keeps its state dir across restarts.
 func (c *Cluster) StartAgent(ctx context.Context, n *Node) error {
-	if n.agent != nil && !n.agent.exited() {
+	if a := n.agentProc(); a != nil && !a.exited() {
 		return fmt.Errorf("the agent of node %s is already running", n.Name)
 	}
 	state := c.AgentStateDir(n)
@@ -233,7 +233,7 @@ func (c *Cluster) StartAgent(ctx context.Context, n *Node) error {
 	if err != nil {
 		return err
 	}
-	n.agent = p
+	n.setAgent(p)
 	err = poll(ctx, 30*time.Second, func() (bool, error) {
 		if p.exited() {
 			return false, fmt.Errorf("agent of node %s exited: %v\n%s", n.Name, p.err, tail(p.log, 10))
@@ -250,12 +250,13 @@ func (c *Cluster) StartAgent(ctx context.Context, n *Node) error {
 // StopAgent stops node n's agent (SIGTERM), leaving its proxy running on
 // the configuration it last received, as a node whose agent restarts does.
 func (c *Cluster) StopAgent(n *Node) error {
-	if n.agent == nil {
+	agent := n.agentProc()
+	if agent == nil {
 		return fmt.Errorf("node %s has no agent", n.Name)
 	}
-	err := n.agent.stop()
+	err := agent.stop()
 	c.mu.Lock()
-	c.procs = slices.DeleteFunc(c.procs, func(p *proc) bool { return p == n.agent })
+	c.procs = slices.DeleteFunc(c.procs, func(p *proc) bool { return p == agent })
 	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("stopping the agent of node %s: %w", n.Name, err)
@@ -277,7 +278,7 @@ func (c *Cluster) WaitProxyReady(ctx context.Context, n *Node, timeout time.Dura
 	}
 	var last string
 	err = poll(ctx, timeout, func() (bool, error) {
-		if n.agent.exited() || n.proxyProc().exited() {
+		if n.agentProc().exited() || n.proxyProc().exited() {
 			return false, c.Check()
 		}
 		body, err := n.Get(ctx, n.ProxyMetrics, "/metrics")

@@ -207,6 +207,7 @@ func run() error {
 		// ADS streams never end on their own; do not wait on them.
 		gs.Stop()
 	}
+	a.Flush()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

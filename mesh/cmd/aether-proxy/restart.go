@@ -36,7 +36,7 @@ func (r *restartFlags) register(fs *flag.FlagSet) {
 		return err
 	})
 	fs.StringVar(&r.socketPath, "socket-path", hotrestart.DefaultSocketPath, "hot restart rendezvous prefix: a file path, or @name for an abstract socket of the node netns")
-	fs.DurationVar(&r.drainTime, "drain-time", hotrestart.DefaultDrainTime, "once a child took over, how long what is in flight on the drained listeners may take")
+	fs.DurationVar(&r.drainTime, "drain-time", hotrestart.DefaultDrainTime, "once a child took over, how long the HTTP connections of the drained listeners may take to finish before they are closed (tcp_proxy connections and UDP sessions run until this process exits)")
 	fs.DurationVar(&r.parentShutdownTime, "parent-shutdown-time", hotrestart.DefaultParentShutdownTime, "how long after this process's listeners are up its parent is told to exit")
 	fs.BoolVar(&r.disable, "disable-hot-restart", false, "serve no rendezvous: no later epoch can take over")
 }

@@ -232,7 +232,7 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
-	one := &oneConn{c: c, done: make(chan struct{})}
+	one := newOneConn(c)
 	srv.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateClosed || s == http.StateHijacked {
 			one.finish()
@@ -252,11 +252,20 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 
 // oneConn is a net.Listener that yields one connection, so that net/http
 // serves it (HTTP/1.1 or h2c by its preface) and returns once it closes.
+// Closing the listener, as a graceful Shutdown does first (it then waits
+// for Serve to return before closing idle connections), does not end the
+// connection: done is closed by the connection's own end.
 type oneConn struct {
-	c    net.Conn
-	once sync.Once
-	took bool
-	done chan struct{}
+	c      net.Conn
+	once   sync.Once
+	took   bool
+	done   chan struct{}
+	shut   sync.Once
+	closed chan struct{}
+}
+
+func newOneConn(c net.Conn) *oneConn {
+	return &oneConn{c: c, done: make(chan struct{}), closed: make(chan struct{})}
 }
 
 func (o *oneConn) Accept() (net.Conn, error) {
@@ -264,14 +273,14 @@ func (o *oneConn) Accept() (net.Conn, error) {
 		o.took = true
 		return o.c, nil
 	}
-	<-o.done
+	select {
+	case <-o.done:
+	case <-o.closed:
+	}
 	return nil, net.ErrClosed
 }
 
 func (o *oneConn) finish() { o.once.Do(func() { close(o.done) }) }
 
-// Close is the server's closing of its listener, which must not end the
-// connection: a graceful Shutdown closes listeners first, then waits for
-// the connection to finish; the connection's own closing ends the server.
-func (o *oneConn) Close() error   { return nil }
+func (o *oneConn) Close() error   { o.shut.Do(func() { close(o.closed) }); return nil }
 func (o *oneConn) Addr() net.Addr { return o.c.LocalAddr() }

@@ -203,7 +203,8 @@ func TestChildLeavingRollsBack(t *testing.T) {
 	default:
 	}
 
-	// The next child takes over for good.
+	// The next child takes over for good; a socket it takes after the
+	// drain is drained at once.
 	c2, err := Connect(path, 1)
 	if err != nil {
 		t.Fatalf("a second child after a rolled-back one: %v", err)
@@ -211,6 +212,16 @@ func TestChildLeavingRollsBack(t *testing.T) {
 	if err := c2.Drain(); err != nil {
 		t.Fatal(err)
 	}
+	if f, _, err := c2.Socket(ls.key); err != nil || f == nil {
+		t.Fatal(f, err)
+	} else {
+		f.Close()
+	}
+	waitUntil(t, "the socket taken after the drain to be drained", func() bool {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		return slices.Equal(ls.drained, []Key{ls.key, ls.key})
+	})
 	if err := c2.Terminate(); err != nil {
 		t.Fatal(err)
 	}

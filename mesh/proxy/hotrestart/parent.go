@@ -133,6 +133,7 @@ func (p *Parent) serve() {
 type childState struct {
 	handed     []Key
 	drained    bool
+	forward    func(Packet) error
 	adminShut  bool
 	terminated bool
 }
@@ -204,13 +205,14 @@ func (p *Parent) answer(c *conn, st *childState) error {
 		return c.send(message{Type: typeAdmin}, -1)
 	case typeDrain:
 		p.log.Info("hot restart: draining the listeners handed over", "sockets", len(st.handed), "child_epoch", p.epoch+1)
-		p.ls.Drain(st.handed, func(pk Packet) error {
+		st.forward = func(pk Packet) error {
 			b, err := encodePacket(pk)
 			if err != nil {
 				return err
 			}
 			return c.sendRaw(b)
-		})
+		}
+		p.ls.Drain(st.handed, st.forward)
 		st.drained = true
 		return c.send(message{Type: typeDrain}, -1)
 	case typeTerminate:
@@ -239,6 +241,11 @@ func (p *Parent) handOver(c *conn, m message, st *childState) error {
 	}
 	if serr == nil {
 		st.handed = append(st.handed, *m.Key)
+		if st.drained {
+			// A listener the child added after the drain: the parent
+			// drains its socket at once too.
+			p.ls.Drain([]Key{*m.Key}, st.forward)
+		}
 	}
 	return serr
 }

@@ -63,6 +63,16 @@ func (c *Client) Subscribe(typeURL string, names ...string) error {
 	if len(names) == 0 {
 		names = []string{Wildcard}
 	}
+	return c.Want(typeURL, names...)
+}
+
+// Want sets the resource names of typeURL this client wants, as Subscribe
+// does, except that no names means none, not wildcard: on a live stream
+// the names held so far are unsubscribed, and a fresh stream sends no
+// request for the type until it wants a name again (an empty initial
+// request would read as wildcard). Envoy's EDS does the same when its
+// last EDS cluster goes.
+func (c *Client) Want(typeURL string, names ...string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.subs == nil {
@@ -91,7 +101,7 @@ func (c *Client) Subscribe(typeURL string, names ...string) error {
 		}
 	}
 	s.names = want
-	if (len(add) == 0 && len(drop) == 0 && ok) || c.stream == nil {
+	if (len(add) == 0 && len(drop) == 0) || c.stream == nil {
 		return nil
 	}
 	slices.Sort(add)
@@ -181,15 +191,20 @@ func (c *Client) start(stream discoveryv3.AggregatedDiscoveryService_DeltaAggreg
 	if len(c.order) == 0 {
 		return errors.New("no subscriptions: Subscribe before Run")
 	}
-	for i, t := range c.order {
+	first := true
+	for _, t := range c.order {
 		s := c.subs[t]
+		if len(s.names) == 0 {
+			// Wants nothing: an empty request would read as wildcard.
+			continue
+		}
 		req := &discoveryv3.DeltaDiscoveryRequest{
 			TypeUrl:                 t,
 			ResourceNamesSubscribe:  slices.Sorted(maps.Keys(s.names)),
 			InitialResourceVersions: maps.Clone(s.versions),
 		}
-		if i == 0 {
-			req.Node = c.Node
+		if first {
+			req.Node, first = c.Node, false
 		}
 		if err := stream.Send(req); err != nil {
 			return fmt.Errorf("failed to send the initial %s request to %s: %w", t, c.Target, err)

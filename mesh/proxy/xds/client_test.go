@@ -73,3 +73,45 @@ func TestFailedStartInstallsNothing(t *testing.T) {
 		t.Errorf("the next stream's EDS request subscribes %v, want [udp:svc-a.default]", got)
 	}
 }
+
+// Want with no names wants none: a live stream unsubscribes what was
+// held (never an empty request, which would read as wildcard), and a
+// fresh stream sends no request for the type until it wants a name again.
+func TestWantNothing(t *testing.T) {
+	c := &Client{Target: "unix:///test.sock"}
+	if err := c.Subscribe(resource.ClusterType); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Want(resource.EndpointType, "udp:svc-a.default"); err != nil {
+		t.Fatal(err)
+	}
+	live := &stream{}
+	if err := c.start(live); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Want(resource.EndpointType); err != nil {
+		t.Fatal(err)
+	}
+	if len(live.sent) != 3 {
+		t.Fatalf("live stream carried %v, want the 2 initial requests and one unsubscribe", types(live.sent))
+	}
+	if r := live.sent[2]; len(r.GetResourceNamesSubscribe()) != 0 || !slices.Equal(r.GetResourceNamesUnsubscribe(), []string{"udp:svc-a.default"}) {
+		t.Fatalf("wanting nothing sent subscribe %v unsubscribe %v, want unsubscribe [udp:svc-a.default] alone", r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe())
+	}
+	if err := c.Want(resource.EndpointType); err != nil {
+		t.Fatal(err)
+	}
+	if len(live.sent) != 3 {
+		t.Fatalf("wanting nothing again sent %v", live.sent[3:])
+	}
+	next := &stream{}
+	if err := c.start(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := types(next.sent); !slices.Equal(got, []string{resource.ClusterType}) {
+		t.Fatalf("a fresh stream's initial requests are for %v, want CDS alone (no EDS request, which would read as wildcard)", got)
+	}
+	if next.sent[0].GetNode() == nil && c.Node != nil {
+		t.Fatal("the first initial request carries no node")
+	}
+}

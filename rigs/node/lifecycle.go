@@ -196,8 +196,8 @@ func (c *Cluster) ColdRestartProxy(ctx context.Context, n *Node) error {
 	if err != nil {
 		return err
 	}
-	proxyMu.Lock()
+	procMu.Lock()
 	n.proxy = p
-	proxyMu.Unlock()
+	procMu.Unlock()
 	return c.WaitProxyReady(ctx, n, 30*time.Second)
 }

@@ -140,3 +140,38 @@ func TestAccessLogNamesTheSource(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamAsksNoCompression: a request reaches the app with the
+// Accept-Encoding its client sent, none when it sent none. Go's
+// transports otherwise ask for gzip on the client's behalf and inflate
+// the answer themselves, as Envoy never does: a body the app compresses
+// would be decompressed by the proxy, for every request.
+func TestUpstreamAsksNoCompression(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "sa-a")
+	for _, ae := range []string{"", "br"} {
+		c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+		req, err := http.NewRequest("GET", "http://"+m.outbound["sa-a"].Addr().String()+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = dstAuthority
+		if ae != "" {
+			req.Header.Set("Accept-Encoding", ae)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		m.app.mu.Lock()
+		got := m.app.encodings[len(m.app.encodings)-1]
+		m.app.mu.Unlock()
+		if got != ae {
+			t.Errorf("client sent Accept-Encoding %q, the app saw %q", ae, got)
+		}
+	}
+}

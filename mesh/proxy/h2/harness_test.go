@@ -42,6 +42,8 @@ type app struct {
 	port uint16
 	mu   sync.Mutex
 	seen []string
+	// encodings are the Accept-Encoding each request carried.
+	encodings []string
 }
 
 func startApp(t testing.TB) *app {
@@ -55,6 +57,7 @@ func startApp(t testing.TB) *app {
 		x := r.Header.Get(h2.XFCC)
 		a.mu.Lock()
 		a.seen = append(a.seen, x)
+		a.encodings = append(a.encodings, r.Header.Get("Accept-Encoding"))
 		a.mu.Unlock()
 		io.WriteString(w, x)
 	})}

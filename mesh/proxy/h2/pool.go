@@ -113,6 +113,9 @@ func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	t := &http.Transport{
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     IdleTimeout,
+		// A proxy forwards Accept-Encoding as its client sent it; the
+		// transport would otherwise ask for gzip and inflate the answer.
+		DisableCompression: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return p.dialTCP(ctx, s)
 		},

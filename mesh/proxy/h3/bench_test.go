@@ -77,7 +77,8 @@ func h2Hop(b *testing.B) hop {
 		b.Fatal(err)
 	}
 	go func() { _ = srv.Serve(l) }()
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: sni,
+	// No Accept-Encoding added, as the twin adds none.
+	tr := &http2.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: sni,
 		Certificates: []tls.Certificate{tlsCert(client)}}}
 	url := "https://" + l.Addr().String() + "/"
 	return hop{

@@ -63,6 +63,9 @@ func NewUpstream(o UpstreamOptions) (*Upstream, error) {
 func NewUpstreamTLS(tr *quic.Transport, tc *tls.Config) *Upstream {
 	return &Upstream{rt: &http3.Transport{
 		TLSClientConfig: tc,
+		// A proxy forwards Accept-Encoding as its client sent it; the
+		// transport would otherwise ask for gzip and inflate the answer.
+		DisableCompression: true,
 		Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 			ap, err := netip.ParseAddrPort(addr)
 			if err != nil {

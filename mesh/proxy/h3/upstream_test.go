@@ -41,7 +41,7 @@ func newCA(t testing.TB, td string) *identity.CA {
 
 // inbound serves HTTP/3 on loopback with server's certificate, requiring a
 // client certificate from ca; it records each request's peer and the
-// handshakes made.
+// handshakes made, and answers with the Accept-Encoding it saw, if any.
 func inbound(t testing.TB, ca *identity.CA, server *x509svid.SVID) (netip.AddrPort, <-chan string, *atomic.Int64) {
 	t.Helper()
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -60,6 +60,11 @@ func inbound(t testing.TB, ca *identity.CA, server *x509svid.SVID) (netip.AddrPo
 		default: // a benchmark does not read them
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
+		if ae := r.Header.Get("Accept-Encoding"); ae != "" {
+			// Only then: the benchmarks' responses carry no more
+			// headers than HTTP/2's.
+			w.Header().Set(seenEncoding, ae)
+		}
 		_, _ = io.WriteString(w, "ok")
 	})
 	handshakes := &atomic.Int64{}
@@ -79,6 +84,10 @@ func inbound(t testing.TB, ca *identity.CA, server *x509svid.SVID) (netip.AddrPo
 	t.Cleanup(func() { _ = in.Close() })
 	return conn.LocalAddr().(*net.UDPAddr).AddrPort(), peers, handshakes
 }
+
+// seenEncoding is the response header inbound answers a request's
+// Accept-Encoding in.
+const seenEncoding = "Seen-Accept-Encoding"
 
 func twinClient(t testing.TB, ca *identity.CA, svid *x509svid.SVID) *Upstream {
 	t.Helper()
@@ -159,5 +168,32 @@ func TestTwinVerifiesIdentityThenName(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestTwinAsksNoCompression: a twin forwards a request's Accept-Encoding
+// as it is, none when there is none. quic-go's client otherwise asks for
+// gzip itself and inflates the response, work a proxy must not do (Envoy
+// does not).
+func TestTwinAsksNoCompression(t *testing.T) {
+	ca := newCA(t, "aether.test")
+	ep, _, _ := inbound(t, ca, issue(t, ca, "svc-b", false))
+	u := twinClient(t, ca, issue(t, ca, "client", false))
+	for _, ae := range []string{"", "br"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://svc-b.demo.mesh.local/", nil)
+		if ae != "" {
+			req.Header.Set("Accept-Encoding", ae)
+		}
+		resp, err := u.RoundTrip(req, ep)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cancel()
+		if got := resp.Header.Get(seenEncoding); got != ae {
+			t.Errorf("request with Accept-Encoding %q arrived with %q", ae, got)
+		}
 	}
 }

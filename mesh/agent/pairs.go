@@ -16,9 +16,9 @@ import (
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// A pair's state: live while its source account has a pod on the node and
-// its destination is in the node's dependency set; dormant while either
-// is away and the proxy holds an on-demand subscription for its twin
+// A pair's state: live while its source account has a pod with a sandbox
+// on the node and its destination is in the node's dependency set;
+// dormant while either is away and the proxy holds an on-demand subscription for its twin
 // (#1036, ARCHITECTURE.md "Pair lifecycle").
 const (
 	PairLive    = "live"

@@ -40,7 +40,12 @@ var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, Ref
 // twinRefusal says why st gives node no twin for t, or "" when it does. A
 // twin is demand-scoped: it exists only for a pair that dialled, and only
 // while its source account has a pod on the node and its destination is
-// one the node's proxies may reach.
+// one the node's proxies may reach. A pod counts once it has a sandbox
+// (a netns path): only such a pod gets listeners, and with them its
+// account's SVID secret, which the twin presents. A pod whose sandbox is
+// gone (CNI DEL) before it leaves the registry leaves with it, so its
+// twin is withdrawn in the same build as the secret; kept any longer, it
+// would name a secret the build no longer serves (sds_names_resolve).
 func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
 	dst := registry.Key{Namespace: t.Namespace, Name: t.Service}
 	if _, ok := st.Service(dst); !ok {
@@ -56,7 +61,7 @@ func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
 		return RefusedWaypointed
 	}
 	local := slices.ContainsFunc(st.Pods, func(p registry.Pod) bool {
-		return p.Node == node && p.Namespace == t.SANamespace && p.ServiceAccount == t.SA
+		return p.Node == node && p.NetnsPath != "" && p.Namespace == t.SANamespace && p.ServiceAccount == t.SA
 	})
 	if !local {
 		return RefusedNoLocalPod

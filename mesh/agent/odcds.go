@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -224,10 +225,22 @@ func (a *Agent) admitTwin(name string) string {
 		return reason
 	}
 	c, cla := tw[0], tw[1]
-	if a.opts.Controls.TwinPoolPerDownstream {
-		// A twin admitted on demand is published at once, before any
-		// snapshot's gates see it: the control's pass is logged here.
-		a.log.Warn("TEST ONLY: a test-only control publishes a twin the config gates refuse", "cluster", name, "gates", []string{validate.GateTwinPooling})
+	// A twin admitted on demand is published at once, outside any build:
+	// the snapshot it joins must pass the same gates a build's does.
+	next := withTwin(a.current, c, cla)
+	if err := validate.Check(next.Resources); err != nil {
+		if gates, ok := a.opts.Controls.passes(err); ok {
+			a.log.Warn("TEST ONLY: a test-only control publishes a twin the config gates refuse", "cluster", name, "gates", gates, "err", err)
+		} else {
+			var ve *validate.Error
+			if errors.As(err, &ve) {
+				for _, g := range ve.Gates() {
+					a.metrics.refused.WithLabelValues(g).Inc()
+				}
+			}
+			a.log.Error("on-demand twin fails the config gates", "cluster", name, "err", err)
+			return RefusedGate
+		}
 	}
 	// The load assignment first: a proxy given the cluster asks for it
 	// by name at once.
@@ -248,7 +261,7 @@ func (a *Agent) admitTwin(name string) string {
 		a.savePairs()
 	}
 	a.twins[name] = tw
-	a.current = withTwin(a.current, c, cla)
+	a.current = next
 	return ""
 }
 

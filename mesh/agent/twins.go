@@ -30,12 +30,16 @@ const (
 	RefusedNotIdentityReady   = "not-identity-ready"
 	RefusedWaypointed         = "waypointed-endpoint"
 	RefusedPublish            = "publish-failed"
+	// RefusedGate: the snapshot with the twin fails a config gate
+	// (mesh/agent/validate); the failing gates are counted under
+	// aether_agent_snapshot_refused_total, as a refused build's are.
+	RefusedGate = "config-gate"
 	// RefusedTestOnly is Controls.RefuseTwin's refusal.
 	RefusedTestOnly = "test-only-refused"
 )
 
 var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, RefusedNotDependency,
-	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedWaypointed, RefusedPublish, RefusedTestOnly}
+	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedWaypointed, RefusedPublish, RefusedGate, RefusedTestOnly}
 
 // twinRefusal says why st gives node no twin for t, or "" when it does. A
 // twin is demand-scoped: it exists only for a pair that dialled, and only

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 )
@@ -261,4 +263,36 @@ func lastClause(err error) string {
 		return s[i+2:]
 	}
 	return s
+}
+
+// An HTTP/2 connection the drained listener accepted before the drain
+// began, but whose preface came after it (its TLS handshake or h2c
+// preface under way as Drain sent GOAWAY to the connections it serves),
+// gets GOAWAY too: its client opens its next streams on a new connection,
+// which a hot restart's child accepts, instead of losing them when the
+// drain's end closes this one.
+func TestDrainSendsGOAWAYToLateHTTP2(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "sa-a")
+	l := m.outbound["sa-a"]
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	awaitRig(t, "the listener holding the connection", func() bool { return l.Held() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := l.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := (&http2.Transport{AllowHTTP: true}).NewClientConn(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A minute is the rig's patience, not a bound on the listener.
+	for deadline := time.Now().Add(time.Minute); !cc.State().Closing; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no GOAWAY within a minute on the h2c connection whose preface came after the drain began: it serves on until the drain's end closes it")
+		}
+	}
 }

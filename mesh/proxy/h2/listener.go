@@ -195,8 +195,30 @@ func (l *Listener) handle(c net.Conn) {
 		own = leafURI(cert)
 	}
 	conn := &downstream{chain: chain, peer: peer.String(), own: own}
-	l.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+	l.h2.ServeConn(tc, l.h2Opts(conn))
 	l.opts.Pool.releaseDownstream(conn)
+}
+
+// h2Opts serves one HTTP/2 connection. Its first state comes once h2 has
+// registered it with graceful: if the listener drains by then, Drain's
+// GOAWAY may have passed it by (its handshake or preface was under way),
+// and graceful sends GOAWAY again, to the connections that lack one.
+func (l *Listener) h2Opts(conn *downstream) *http2.ServeConnOpts {
+	first := true
+	// Called on the connection's serving goroutine only.
+	state := func(net.Conn, http.ConnState) {
+		if first && l.isDraining() {
+			go func() { _ = l.graceful.Shutdown(context.Background()) }()
+		}
+		first = false
+	}
+	return &http2.ServeConnOpts{Handler: l.handler(conn), BaseConfig: &http.Server{ConnState: state}}
+}
+
+func (l *Listener) isDraining() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.draining
 }
 
 // handshake runs the server handshake with the chain the SNI selects and
@@ -246,7 +268,7 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	defer l.opts.Pool.releaseDownstream(conn)
 	pc := &peekedConn{Conn: c, r: bufio.NewReaderSize(c, len(http2.ClientPreface))}
 	if hasPreface(pc.r) {
-		l.h2.ServeConn(pc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+		l.h2.ServeConn(pc, l.h2Opts(conn))
 		return
 	}
 	l.serveHTTP1(pc, conn)

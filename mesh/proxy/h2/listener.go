@@ -296,6 +296,15 @@ type peekedConn struct {
 
 func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
 
+// CloseWrite half-closes a TCP connection, as net/http does before it
+// closes one whose request body it did not read.
+func (p *peekedConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // serveHTTP1 serves an HTTP/1.1 connection to its end. Its server is one
 // of l.http1 while it runs, and starts with keep-alives off if the
 // listener is draining: the connection was accepted as the drain began.

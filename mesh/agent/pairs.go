@@ -243,7 +243,7 @@ func (a *Agent) streamClosed(stream streamID) {
 // settlePairs moves each pair to the state the published registry view
 // gives it; a.mu is held. A pair whose source account left the node or
 // whose destination left the dependency set goes dormant if the proxy may
-// hold a subscription for its twin, and is dropped otherwise (or always,
+// hold and use its twin (inUse), and is dropped otherwise (or always,
 // under Controls.DropPairOnRemoval); one whose source and destination are
 // back is live, its twin already republished by the build.
 func (a *Agent) settlePairs(now time.Time) {
@@ -256,7 +256,7 @@ func (a *Agent) settlePairs(now time.Time) {
 			removed = true
 		}
 		switch {
-		case removed && (a.opts.Controls.DropPairOnRemoval || !a.subscribed[xdsnames.TwinCluster(t)]):
+		case removed && (a.opts.Controls.DropPairOnRemoval || !a.inUse(t, p)):
 			a.prune(t, PrunedOnRemoval, now)
 			changed = true
 		case removed != p.dormant:
@@ -268,6 +268,15 @@ func (a *Agent) settlePairs(now time.Time) {
 	if changed {
 		a.savePairs()
 	}
+}
+
+// inUse says whether the proxy may hold pair t's twin and use it: it holds
+// an on-demand subscription for it, or listed it as held on a fresh
+// stream in this process (#1073). A pair with neither, only persisted,
+// is dropped when its source or destination leaves: its proxy, holding
+// no subscription, asks again if it needs it.
+func (a *Agent) inUse(t xdsnames.Twin, p *pair) bool {
+	return a.subscribed[xdsnames.TwinCluster(t)] || (p.evidence == EvidenceHeld && !p.lastSeen.IsZero())
 }
 
 func compareTwins(x, y xdsnames.Twin) int {

@@ -347,8 +347,8 @@ func removePod(st *registry.State, name string) *registry.State {
 	return next
 }
 
-// TestRemovedPairDroppedWhenNotSubscribed: a pair whose twin the proxy
-// only holds (re-stated, not re-subscribed, on its fresh stream) is
+// TestRemovedPairDroppedWhenNotSubscribed: a pair only persisted (the
+// proxy's fresh stream neither re-subscribes nor holds its twin) is
 // dropped when its source leaves: that proxy asks for it again.
 func TestRemovedPairDroppedWhenNotSubscribed(t *testing.T) {
 	dir := t.TempDir()
@@ -356,13 +356,40 @@ func TestRemovedPairDroppedWhenNotSubscribed(t *testing.T) {
 	a := pairAgent(t, dir, Options{})
 	st := scenario(t)
 	mustApply(t, a, st)
-	freshStream(a, 1, nil, []string{twinA})
+	freshStream(a, 1, nil, nil)
 	mustApply(t, a, removeClient(st))
 	if got := pairOf(a, twinA); got != nil {
 		t.Fatalf("%s = %+v, want dropped", twinA, got)
 	}
 	if n := pruneLbl(a, PrunedOnRemoval); n != 1 {
 		t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedOnRemoval, n)
+	}
+}
+
+// TestRemovedHeldPairGoesDormant: a twin the proxy holds without an
+// on-demand subscription (the wildcard delivered it to a proxy that
+// started after the pair was admitted: a hot restart's new generation)
+// is in use (#1073), so its source leaving leaves the pair dormant, not
+// pruned: pruning it pruned a twin that had served requests a moment
+// before (the local soak's prunes of in-use twins). Its return
+// republishes the twin with no request.
+func TestRemovedHeldPairGoesDormant(t *testing.T) {
+	dir := t.TempDir()
+	persist(t, dir, []string{twinA}, nil)
+	a := pairAgent(t, dir, Options{})
+	st := scenario(t)
+	mustApply(t, a, st)
+	freshStream(a, 1, nil, []string{twinA})
+	mustApply(t, a, removeClient(st))
+	if got := pairOf(a, twinA); got == nil || got.State != PairDormant {
+		t.Fatalf("%s = %+v, want dormant", twinA, got)
+	}
+	if n := pruneLbl(a, PrunedOnRemoval); n != 0 {
+		t.Fatalf("pruned{reason=%s} = %v, want 0", PrunedOnRemoval, n)
+	}
+	mustApply(t, a, st)
+	if !twinServed(a, twinA) {
+		t.Fatalf("%s not republished when its source came back", twinA)
 	}
 }
 

@@ -84,6 +84,13 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 		}
 	}
 	m.Windows = windows[:len(windows)/2*2]
+	if len(m.Windows) == 0 {
+		// A run stopped before its first pair ended has no ratio to grade,
+		// and a CPU gate without windows is no manifest at all; the steps
+		// not run still fail it.
+		m.Gates.CPURatio = nil
+		m.Description += " No ABBA pair ran whole: the h3/h2 CPU gate is not graded."
+	}
 	return m
 }
 

@@ -368,8 +368,8 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 <p>{{i .Failed}} failed of {{i .Total}} probes over the whole soak (excluded windows included); SLO {{.SLO}}% allows {{i .Allowed}}.</p>{{end}}
 
 {{with .G.Counts}}<h2>Counts</h2>
-<table><tr><th>gate</th><th>counted</th><th>limit</th><th>recorded</th><th>outside the soak</th><th>in excluded windows</th><th>source</th></tr>
-{{range .}}<tr><td>{{.Name}}</td><td class="num">{{i .Count}}</td><td class="num">{{i .Limit}}</td><td class="num">{{i .Seen}}</td><td class="num">{{i .OutsideRun}}</td><td>{{range $k, $v := .InExcluded}}{{$k}}: {{i $v}} {{end}}</td><td>{{.Source}}{{with .Note}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
+<table><tr><th>gate</th><th>what it counts</th><th>counted</th><th>limit</th><th>recorded</th><th>outside the soak</th><th>in excluded windows</th><th>source</th></tr>
+{{range .}}<tr><td>{{.Name}}</td><td>{{.About}}</td><td class="num">{{i .Count}}</td><td class="num">{{i .Limit}}</td><td class="num">{{i .Seen}}</td><td class="num">{{i .OutsideRun}}</td><td>{{range $k, $v := .InExcluded}}{{$k}}: {{i $v}} {{end}}</td><td>{{.Source}}{{with .Note}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
 {{end}}</table>{{end}}
 
 {{if .Suites}}<h2>Suites, red then green</h2>

@@ -279,3 +279,16 @@ func TestHTMLOfAShortSoakShowsSeconds(t *testing.T) {
 		t.Error("the windows' spans are not given to the second")
 	}
 }
+
+// The counts table says what each gate counts, as its manifest words it.
+func TestHTMLSaysWhatEachCountGateCounts(t *testing.T) {
+	g := fixtureGrades(t)["2026-09-27-rev242-proving"]
+	g.Counts[0].About = "requests answered 503 with flag NC"
+	page, err := HTML(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "<th>what it counts</th>") || !strings.Contains(string(page), "<td>requests answered 503 with flag NC</td>") {
+		t.Error("the counts table does not say what a gate counts")
+	}
+}

@@ -81,7 +81,9 @@ type Controls struct {
 	UnansweredRefusals bool
 	// TwinSharesBaseEDS gives each twin its base h2 cluster's EDS name
 	// instead of its own (#1008): a twin added after the base was
-	// subscribed gets no EDS response and never warms.
+	// subscribed gets no EDS response and never warms. It passes the
+	// gates it breaks, logged TEST ONLY: twin_eds_name_own, and
+	// eds_names_resolve (the twin's own load assignment goes unused).
 	TwinSharesBaseEDS bool
 	// PruneUnfetchedSinceStart is the pre-#1073 fetch-window rule: at
 	// the window's end every live pair whose twin was not fetched by name
@@ -126,7 +128,8 @@ func (c Controls) passes(err error) ([]string, bool) {
 	}
 	gates := ve.Gates()
 	for _, g := range gates {
-		if !(g == validate.GateTwinPooling && c.TwinPoolPerDownstream || g == validate.GateQuicR4 && c.QUICResumption) {
+		if !(g == validate.GateTwinPooling && c.TwinPoolPerDownstream || g == validate.GateQuicR4 && c.QUICResumption ||
+			(g == validate.GateTwinEDSName || g == validate.GateEDSNames) && c.TwinSharesBaseEDS) {
 			return nil, false
 		}
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -40,21 +41,59 @@ type onDemandCDS struct {
 }
 
 func (o *onDemandCDS) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, value chan cache.DeltaResponse) (func(), error) {
-	if req.GetTypeUrl() != resource.ClusterType || len(req.GetResourceNamesSubscribe()) == 0 {
+	typ := req.GetTypeUrl()
+	if typ != resource.ClusterType && typ != resource.EndpointType {
 		return o.Cache.CreateDeltaWatch(req, sub, value)
 	}
 	a := o.a
+	names := typ == resource.ClusterType && len(req.GetResourceNamesSubscribe()) > 0
 	a.mu.Lock()
-	if a.state == nil {
+	if a.state == nil && (names || a.withdrawsLiveTwin(typ, sub)) {
 		// Before the first build there is nothing to judge the names
-		// against: the whole watch waits for it (judgeUnjudged).
-		w := &unjudgedWatch{create: func() (func(), error) { return o.answer(req, sub, value, a.admitLocked) }}
+		// against, and what is served may lack a live pair's twin: the
+		// whole watch waits for the build (judgeUnjudged).
+		create := func() (func(), error) { return o.Cache.CreateDeltaWatch(req, sub, value) }
+		if names {
+			create = func() (func(), error) { return o.answer(req, sub, value, a.admitLocked) }
+		}
+		w := &unjudgedWatch{create: create}
 		a.unjudged = append(a.unjudged, w)
 		a.mu.Unlock()
 		return w.cancelWatch, nil
 	}
 	a.mu.Unlock()
+	if !names {
+		return o.Cache.CreateDeltaWatch(req, sub, value)
+	}
 	return o.answer(req, sub, value, a.admit)
+}
+
+// withdrawsLiveTwin reports whether a watch on sub, of CDS or EDS, would
+// tell the proxy a twin it holds is gone while the persisted pairs say
+// that twin's pair is live. Before the first build the agent serves its
+// restored last-good.json, written at the last build: a twin admitted
+// after it is not there, though its pair was persisted at admission, and
+// answered now the proxy would drop it until the build brings it back
+// (503 UH meanwhile). a.mu is held.
+func (a *Agent) withdrawsLiveTwin(typ string, sub cache.Subscription) bool {
+	idx := clusterIdx
+	if typ == resource.EndpointType {
+		idx = endpointIdx
+	}
+	var held map[string]types.Resource
+	for name := range sub.ReturnedResources() {
+		t, err := xdsnames.ParseTwin(name)
+		if err != nil || a.pairs[t] == nil || a.pairs[t].dormant {
+			continue
+		}
+		if held == nil {
+			held = a.caches[idx].GetResources()
+		}
+		if _, ok := held[name]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // answer admits or refuses the names req subscribes to, then makes the
@@ -80,7 +119,7 @@ func (o *onDemandCDS) answer(req *cache.DeltaRequest, sub cache.Subscription, va
 	return o.Cache.CreateDeltaWatch(req, sub, value)
 }
 
-// unjudgedWatch is a CDS watch made before the first build. Its mutex
+// unjudgedWatch is a CDS or EDS watch made before the first build. Its mutex
 // orders its answer against its cancellation, as heldWatch's does: the
 // server never updates the stream's subscription without cancelling the
 // watch first, so the answer reads a subscription no one writes.
@@ -186,10 +225,22 @@ func (a *Agent) admitTwin(name string) string {
 		return reason
 	}
 	c, cla := tw[0], tw[1]
-	if a.opts.Controls.TwinPoolPerDownstream {
-		// A twin admitted on demand is published at once, before any
-		// snapshot's gates see it: the control's pass is logged here.
-		a.log.Warn("TEST ONLY: a test-only control publishes a twin the config gates refuse", "cluster", name, "gates", []string{validate.GateTwinPooling})
+	// A twin admitted on demand is published at once, outside any build:
+	// the snapshot it joins must pass the same gates a build's does.
+	next := withTwin(a.current, c, cla)
+	if err := validate.Check(next.Resources); err != nil {
+		if gates, ok := a.opts.Controls.passes(err); ok {
+			a.log.Warn("TEST ONLY: a test-only control publishes a twin the config gates refuse", "cluster", name, "gates", gates, "err", err)
+		} else {
+			var ve *validate.Error
+			if errors.As(err, &ve) {
+				for _, g := range ve.Gates() {
+					a.metrics.refused.WithLabelValues(g).Inc()
+				}
+			}
+			a.log.Error("on-demand twin fails the config gates", "cluster", name, "err", err)
+			return RefusedGate
+		}
 	}
 	// The load assignment first: a proxy given the cluster asks for it
 	// by name at once.
@@ -210,7 +261,7 @@ func (a *Agent) admitTwin(name string) string {
 		a.savePairs()
 	}
 	a.twins[name] = tw
-	a.current = withTwin(a.current, c, cla)
+	a.current = next
 	return ""
 }
 

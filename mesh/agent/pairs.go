@@ -16,10 +16,11 @@ import (
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
-// A pair's state: live while its source account has a pod on the node and
-// its destination is in the node's dependency set; dormant while either
-// is away and the proxy holds an on-demand subscription for its twin
-// (#1036, ARCHITECTURE.md "Pair lifecycle").
+// A pair's state: live while its source account has a pod on the node (on
+// the mTLS path, one with a sandbox) and its destination is in the node's
+// dependency set; dormant while either is away and the proxy holds an
+// on-demand subscription for its twin (#1036, ARCHITECTURE.md "Pair
+// lifecycle").
 const (
 	PairLive    = "live"
 	PairDormant = "dormant"
@@ -250,7 +251,7 @@ func (a *Agent) settlePairs(now time.Time) {
 	for _, t := range slices.SortedFunc(maps.Keys(a.pairs), compareTwins) {
 		p := a.pairs[t]
 		removed := false
-		switch twinRefusal(a.state, a.opts.Node, t) {
+		switch twinRefusal(a.state, a.opts.Node, a.opts.HTTP, t) {
 		case RefusedNoLocalPod, RefusedNotDependency, RefusedUnknownDestination:
 			removed = true
 		}

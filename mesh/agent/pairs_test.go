@@ -15,6 +15,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -295,6 +296,55 @@ func TestDormantPairs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSourceSandboxLeavesFirst: the CNI's DEL takes a pod's sandbox
+// before the registry drops the pod, and the build between the two drops
+// the account's SVID secret. The same build withdraws the account's twin
+// and its pair goes dormant: no build is refused for a twin naming a
+// secret that is no longer served (sds_names_resolve).
+func TestSourceSandboxLeavesFirst(t *testing.T) {
+	a, st, _ := quicControlsAgent(t, "node-a", Controls{})
+	mustApply(t, a, st)
+	freshStream(a, 1, nil, nil)
+	name := admittedTwin(t, a).GetName()
+	const web = "spiffe://aether.test/ns/demo/sa/web"
+	secrets := func() map[string]types.Resource { return a.caches[secretIdx].GetResources() }
+	if _, ok := secrets()[web]; !ok {
+		t.Fatalf("control: %s's secret is not served while web-0 has its sandbox", web)
+	}
+
+	noSandbox := cloneState(st)
+	i := slices.IndexFunc(noSandbox.Pods, func(p registry.Pod) bool { return p.Name == "web-0" })
+	noSandbox.Pods[i].NetnsPath = ""
+	for _, step := range []struct {
+		name string
+		st   *registry.State
+	}{{"sandbox gone, pod still listed", noSandbox}, {"pod gone", removePod(st, "web-0")}} {
+		if err := a.Apply(step.st); err != nil {
+			t.Fatalf("%s: build refused: %v", step.name, err)
+		}
+		if _, ok := secrets()[web]; ok {
+			t.Fatalf("control: %s: %s's secret is still served", step.name, web)
+		}
+		if twinServed(a, name) {
+			t.Fatalf("%s: %s still served", step.name, name)
+		}
+		if got := pairOf(a, name); got == nil || got.State != PairDormant {
+			t.Fatalf("%s: %s = %+v, want dormant", step.name, name, got)
+		}
+	}
+	mustApply(t, a, st)
+	if !twinServed(a, name) || pairOf(a, name).State != PairLive {
+		t.Fatalf("%s not live and served once web-0 is back", name)
+	}
+}
+
+// removePod is st without pod name.
+func removePod(st *registry.State, name string) *registry.State {
+	next := cloneState(st)
+	next.Pods = slices.DeleteFunc(next.Pods, func(p registry.Pod) bool { return p.Name == name })
+	return next
 }
 
 // TestRemovedPairDroppedWhenNotSubscribed: a pair whose twin the proxy

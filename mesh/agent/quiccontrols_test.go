@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,11 +128,17 @@ func TestControlTwinPoolPerDownstream(t *testing.T) {
 	if err := gated.Apply(st); err != nil {
 		t.Fatal(err)
 	}
-	if c := admittedTwin(t, gated); !c.GetConnectionPoolPerDownstreamConnection() {
-		t.Fatal("the control's twin does not pool per downstream connection")
+	// A twin admitted on demand joins the snapshot outside any build: the
+	// gate refuses it there too, counted as a build's refusal is.
+	name := xdsnames.TwinCluster(xdsnames.Twin{Service: "api", Namespace: "demo", SA: "web", SANamespace: "demo"})
+	if refused := gated.admit([]string{name}); !slices.Equal(refused, []string{name}) {
+		t.Fatalf("admit with the gate kept refused %v, want %s refused", refused, name)
 	}
-	if err := gated.Apply(st); err == nil || !strings.Contains(err.Error(), validate.GateTwinPooling) {
-		t.Fatalf("Apply holding a per-downstream twin, gate kept = %v, want a %s refusal", err, validate.GateTwinPooling)
+	if n := testutil.ToFloat64(gated.metrics.odcdsRefused.WithLabelValues(RefusedGate)); n != 1 {
+		t.Fatalf("refused{%s} = %v, want 1", RefusedGate, n)
+	}
+	if n := testutil.ToFloat64(gated.metrics.refused.WithLabelValues(validate.GateTwinPooling)); n != 1 {
+		t.Fatalf("snapshot_refused{%s} = %v, want 1", validate.GateTwinPooling, n)
 	}
 
 	passed, st, log := quicControlsAgent(t, "node-a", Controls{TwinPoolPerDownstream: true})

@@ -6,8 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -119,5 +125,79 @@ func TestRestoreRefusesForeignOrBrokenState(t *testing.T) {
 	}
 	if err := b.restore(); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "Listener") {
 		t.Fatalf("restore of a broken file: %v, want an error naming the file and the resource", err)
+	}
+}
+
+// TestRestartWithholdsNoLiveTwin: a twin admitted after the last build is
+// persisted as a live pair but is not in last-good.json. Before its first
+// build, a restarted agent answers a proxy that holds it nothing of it:
+// neither its cluster (held through the wildcard) nor its load assignment
+// is stated removed; the first build answers with both. The control, a
+// held twin with no pair, is answered removed at once.
+func TestRestartWithholdsNoLiveTwin(t *testing.T) {
+	dir := t.TempDir()
+	a := pairAgent(t, dir, Options{})
+	st := scenario(t)
+	mustApply(t, a, st)
+	if refused := a.admit([]string{twinA}); len(refused) != 0 {
+		t.Fatalf("refused %v", refused)
+	}
+	a.Flush()
+	b := pairAgent(t, dir, Options{})
+	if !b.Restored() || twinServed(b, twinA) || pairOf(b, twinA) == nil {
+		t.Fatalf("control: restored %v, %s served %v, pair %+v: want restored without the twin, its pair carried over",
+			b.Restored(), twinA, twinServed(b, twinA), pairOf(b, twinA))
+	}
+	watch := func(typ, held string) chan cache.DeltaResponse {
+		req := &cache.DeltaRequest{TypeUrl: typ, InitialResourceVersions: map[string]string{held: "x"}}
+		if typ == resource.EndpointType {
+			req.ResourceNamesSubscribe = []string{held}
+		}
+		// As the ADS server makes it: an empty CDS request is wildcard.
+		sub := stream.NewDeltaSubscription(req.ResourceNamesSubscribe, nil, req.InitialResourceVersions, true)
+		value := make(chan cache.DeltaResponse, 1)
+		cancel, err := b.Cache().CreateDeltaWatch(req, sub, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cancel != nil {
+			t.Cleanup(cancel)
+		}
+		return value
+	}
+	answer := func(value chan cache.DeltaResponse) *discovery.DeltaDiscoveryResponse {
+		t.Helper()
+		select {
+		case r := <-value:
+			resp, err := r.GetDeltaDiscoveryResponse()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		default:
+			return nil
+		}
+	}
+	kinds := []string{resource.ClusterType, resource.EndpointType}
+	for _, typ := range kinds {
+		if resp := answer(watch(typ, twinB)); !slices.Contains(resp.GetRemovedResources(), twinB) {
+			t.Fatalf("control: %s held without a pair: answered %v, want it removed at once", typ, resp)
+		}
+	}
+	values := []chan cache.DeltaResponse{watch(kinds[0], twinA), watch(kinds[1], twinA)}
+	for i, value := range values {
+		if resp := answer(value); resp != nil {
+			t.Errorf("%s before the first build: answered removed %v, resources %v; want no answer yet", kinds[i], resp.GetRemovedResources(), resourceNames(resp))
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	mustApply(t, b, st)
+	for i, value := range values {
+		resp := answer(value)
+		if !slices.Contains(resourceNames(resp), twinA) || slices.Contains(resp.GetRemovedResources(), twinA) {
+			t.Fatalf("%s after the first build: resources %v removed %v, want %s served", kinds[i], resourceNames(resp), resp.GetRemovedResources(), twinA)
+		}
 	}
 }

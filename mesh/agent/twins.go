@@ -30,18 +30,28 @@ const (
 	RefusedNotIdentityReady   = "not-identity-ready"
 	RefusedWaypointed         = "waypointed-endpoint"
 	RefusedPublish            = "publish-failed"
+	// RefusedGate: the snapshot with the twin fails a config gate
+	// (mesh/agent/validate); the failing gates are counted under
+	// aether_agent_snapshot_refused_total, as a refused build's are.
+	RefusedGate = "config-gate"
 	// RefusedTestOnly is Controls.RefuseTwin's refusal.
 	RefusedTestOnly = "test-only-refused"
 )
 
 var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, RefusedNotDependency,
-	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedWaypointed, RefusedPublish, RefusedTestOnly}
+	RefusedNoReadyEndpoint, RefusedNoLocalPod, RefusedTransportH2, RefusedNotHTTP, RefusedNotIdentityReady, RefusedWaypointed, RefusedPublish, RefusedGate, RefusedTestOnly}
 
 // twinRefusal says why st gives node no twin for t, or "" when it does. A
 // twin is demand-scoped: it exists only for a pair that dialled, and only
 // while its source account has a pod on the node and its destination is
-// one the node's proxies may reach.
-func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
+// one the node's proxies may reach. On the mTLS path (http set) a pod
+// counts once it has a sandbox (a netns path): only such a pod gets
+// listeners, and with them its account's SVID secret, which the twin
+// presents. A pod whose sandbox is gone (CNI DEL) before it leaves the
+// registry leaves with it, so its twin is withdrawn in the same build as
+// the secret; kept any longer, it would name a secret the build no longer
+// serves (sds_names_resolve).
+func twinRefusal(st *registry.State, node string, http *HTTPPath, t xdsnames.Twin) string {
 	dst := registry.Key{Namespace: t.Namespace, Name: t.Service}
 	if _, ok := st.Service(dst); !ok {
 		return RefusedUnknownDestination
@@ -56,7 +66,7 @@ func twinRefusal(st *registry.State, node string, t xdsnames.Twin) string {
 		return RefusedWaypointed
 	}
 	local := slices.ContainsFunc(st.Pods, func(p registry.Pod) bool {
-		return p.Node == node && p.Namespace == t.SANamespace && p.ServiceAccount == t.SA
+		return p.Node == node && (http == nil || p.NetnsPath != "") && p.Namespace == t.SANamespace && p.ServiceAccount == t.SA
 	})
 	if !local {
 		return RefusedNoLocalPod
@@ -75,7 +85,7 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 	if name := xdsnames.TwinCluster(t); ctl.RefuseTwin != "" && name == ctl.RefuseTwin {
 		return servedTwin{}, RefusedTestOnly, nil
 	}
-	if reason := twinRefusal(st, node, t); reason != "" {
+	if reason := twinRefusal(st, node, http, t); reason != "" {
 		return servedTwin{}, reason, nil
 	}
 	name := xdsnames.TwinCluster(t)

@@ -220,7 +220,7 @@ func (c *Cluster) StartAgent(ctx context.Context, n *Node) error {
 	if a := n.agentProc(); a != nil && !a.exited() {
 		return fmt.Errorf("the agent of node %s is already running", n.Name)
 	}
-	state := filepath.Join(c.RunDir, "nodes", n.Name+".state")
+	state := c.AgentStateDir(n)
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return fmt.Errorf("failed to create state dir %q: %w", state, err)
 	}

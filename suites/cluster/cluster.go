@@ -71,8 +71,10 @@ type MTLS struct {
 	// QUIC wherever eligible) or h2. Empty is h2: the mTLS path's suites
 	// prove the HTTP/2 floor, and east-west QUIC asks for auto.
 	MeshTransport string
-	// ControlArgs are test-only aether-agent flags (--test-only-...) a
-	// suite's control runs the agents with; none for the mesh as shipped.
+	// ControlArgs are extra aether-agent flags: the test-only switches
+	// (--test-only-...) a suite's control runs the agents with, and the
+	// short windows a suite needs to outlive (lifecycle's fetch window);
+	// none for the mesh as shipped.
 	ControlArgs []string
 }
 

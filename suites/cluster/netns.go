@@ -151,3 +151,14 @@ func (n *netnsCluster) ProxyCPU(_ context.Context, name string) (time.Duration, 
 func (n *netnsCluster) Check(context.Context) error { return n.c.Check() }
 
 func (n *netnsCluster) Close() error { return n.c.Close() }
+
+// Embedded is the rigs/node cluster under c when c runs on the netns
+// provider, else nil. What the lifecycle suite drives beyond Cluster
+// (agent restarts, pods leaving their node, proxy hot restarts) only the
+// embedded cluster offers.
+func Embedded(c Cluster) *node.Cluster {
+	if n, ok := c.(*netnsCluster); ok {
+		return n.c
+	}
+	return nil
+}

@@ -97,7 +97,9 @@ type mesh struct {
 	app      *app
 	inbound  *h2.Listener
 	outbound map[string]*h2.Listener
-	logDir   string
+	// specs are the served listeners' compiled resources, by name.
+	specs  map[string]*listener.Spec
+	logDir string
 }
 
 func (m *mesh) Active(name string) *cluster.Cluster { return m.clusters[name] }
@@ -117,7 +119,7 @@ func newMesh(t testing.TB, cfg meshConfig, sources ...string) *mesh {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &mesh{ca: ca, store: secret.NewStore(), metrics: metrics.New(), clusters: map[string]*cluster.Cluster{}, outbound: map[string]*h2.Listener{}, logDir: t.TempDir()}
+	m := &mesh{ca: ca, store: secret.NewStore(), metrics: metrics.New(), clusters: map[string]*cluster.Cluster{}, outbound: map[string]*h2.Listener{}, specs: map[string]*listener.Spec{}, logDir: t.TempDir()}
 	m.opts = h2.Options{Store: m.store, Logs: &h2.LogFiles{}, Metrics: m.metrics}
 	m.opts.Pool = &h2.Pool{Store: m.store, Metrics: m.metrics}
 	t.Cleanup(func() { m.opts.Pool.Close(); m.opts.Logs.Close() })
@@ -220,6 +222,7 @@ func (m *mesh) serve(t testing.TB, l *listenerv3.Listener) *h2.Listener {
 	}
 	hl := h2.Serve(s, ln, m, m.opts)
 	t.Cleanup(func() { hl.Close() })
+	m.specs[s.Name] = s
 	return hl
 }
 

@@ -8,6 +8,7 @@
 package h2
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -77,12 +78,15 @@ type Listener struct {
 	stats    *metrics.HTTPListener
 	h2       *http2.Server
 	loop     *accept.Loop[net.Conn]
-	// graceful's Shutdown sends GOAWAY on every connection h2 serves.
+	// graceful's Shutdown sends GOAWAY on every connection h2 serves:
+	// TLS and h2c alike.
 	graceful *http.Server
-	// plain are the servers of plain-HTTP connections, each shut
-	// gracefully by Drain.
-	mu    sync.Mutex
-	plain map[*http.Server]struct{}
+	// http1 are the servers of HTTP/1.1 connections, one each; Drain
+	// turns their keep-alives off. draining is set from Drain to Resume,
+	// so that a connection whose server starts meanwhile is drained too.
+	mu       sync.Mutex
+	http1    map[*http.Server]struct{}
+	draining bool
 }
 
 // Listen opens the listener's socket in its netns and starts serving.
@@ -100,7 +104,7 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 		o.Log = slog.Default()
 	}
 	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout},
-		graceful: &http.Server{}, plain: map[*http.Server]struct{}{}}
+		graceful: &http.Server{}, http1: map[*http.Server]struct{}{}}
 	// Only registers the h2 server's connections with graceful; it cannot
 	// fail without a TLS configuration.
 	_ = http2.ConfigureServer(l.graceful, l.h2)
@@ -125,26 +129,28 @@ func (l *Listener) Update(cfg *listener.HTTP) { l.cfg.Store(cfg) }
 func (l *Listener) Close() error { return l.loop.Close() }
 
 // Drain stops accepting, leaving the socket open (a hot restart's child
-// accepts on it), and shuts every connection gracefully: HTTP/2 gets
-// GOAWAY, HTTP/1.1 closes after its response; requests in flight finish.
+// accepts on it), and drains every connection as Envoy does: HTTP/2 gets
+// GOAWAY and finishes its streams; HTTP/1.1 is closed once idle, and a
+// request read on it, now or later, is answered with Connection: close.
 // Those still open when ctx ends are closed.
+//
+// An HTTP/1.1 server is never shut down: net/http's Shutdown drops,
+// unanswered, a request it reads after shutdown began, and a connection
+// accepted just before the drain has its request still to read.
 func (l *Listener) Drain(ctx context.Context) error {
 	if err := l.loop.Pause(); err != nil {
 		return err
 	}
-	// Only the connections open now are drained: after a Resume, new ones
-	// serve on.
+	// Only the connections open now are closed at ctx's end: after a
+	// Resume, new ones serve on.
 	conns := l.loop.Conns()
 	l.mu.Lock()
-	plain := make([]*http.Server, 0, len(l.plain))
-	for s := range l.plain {
-		plain = append(plain, s)
+	l.draining = true
+	for s := range l.http1 {
+		s.SetKeepAlivesEnabled(false)
 	}
 	l.mu.Unlock()
 	go func() { _ = l.graceful.Shutdown(ctx) }()
-	for _, s := range plain {
-		go func() { _ = s.Shutdown(ctx) }()
-	}
 	go func() {
 		<-ctx.Done()
 		for _, c := range conns {
@@ -155,7 +161,12 @@ func (l *Listener) Drain(ctx context.Context) error {
 }
 
 // Resume accepts again after Drain.
-func (l *Listener) Resume() error { return l.loop.Resume() }
+func (l *Listener) Resume() error {
+	l.mu.Lock()
+	l.draining = false
+	l.mu.Unlock()
+	return l.loop.Resume()
+}
 
 // SyscallConn is the listening socket's, to hand it over.
 func (l *Listener) SyscallConn() (syscall.RawConn, error) {
@@ -184,8 +195,30 @@ func (l *Listener) handle(c net.Conn) {
 		own = leafURI(cert)
 	}
 	conn := &downstream{chain: chain, peer: peer.String(), own: own}
-	l.h2.ServeConn(tc, &http2.ServeConnOpts{Handler: l.handler(conn)})
+	l.h2.ServeConn(tc, l.h2Opts(conn))
 	l.opts.Pool.releaseDownstream(conn)
+}
+
+// h2Opts serves one HTTP/2 connection. Its first state comes once h2 has
+// registered it with graceful: if the listener drains by then, Drain's
+// GOAWAY may have passed it by (its handshake or preface was under way),
+// and graceful sends GOAWAY again, to the connections that lack one.
+func (l *Listener) h2Opts(conn *downstream) *http2.ServeConnOpts {
+	first := true
+	// Called on the connection's serving goroutine only.
+	state := func(net.Conn, http.ConnState) {
+		if first && l.isDraining() {
+			go func() { _ = l.graceful.Shutdown(context.Background()) }()
+		}
+		first = false
+	}
+	return &http2.ServeConnOpts{Handler: l.handler(conn), BaseConfig: &http.Server{ConnState: state}}
+}
+
+func (l *Listener) isDraining() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.draining
 }
 
 // handshake runs the server handshake with the chain the SNI selects and
@@ -227,11 +260,57 @@ func (l *Listener) handshake(c net.Conn, cfg *listener.HTTP) (*tls.Conn, *listen
 	return tc, chain, true
 }
 
+// servePlain serves a plain connection by its first bytes, as net/http
+// would: h2c's preface goes to the HTTP/2 server the TLS connections use
+// (so Drain's GOAWAY reaches it), anything else to an HTTP/1.1 server.
 func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	conn := &downstream{chain: chain}
+	defer l.opts.Pool.releaseDownstream(conn)
+	pc := &peekedConn{Conn: c, r: bufio.NewReaderSize(c, len(http2.ClientPreface))}
+	if hasPreface(pc.r) {
+		l.h2.ServeConn(pc, l.h2Opts(conn))
+		return
+	}
+	l.serveHTTP1(pc, conn)
+}
+
+// hasPreface reports whether the connection starts with HTTP/2's client
+// preface. Its first 14 bytes are read first: an HTTP/1.1 request may be
+// shorter than the whole preface, and is told apart without waiting for
+// more.
+func hasPreface(r *bufio.Reader) bool {
+	for _, n := range []int{len("PRI * HTTP/2.0"), len(http2.ClientPreface)} {
+		got, err := r.Peek(n)
+		if err != nil || string(got) != http2.ClientPreface[:n] {
+			return false
+		}
+	}
+	return true
+}
+
+// peekedConn reads first what hasPreface peeked.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// CloseWrite half-closes a TCP connection, as net/http does before it
+// closes one whose request body it did not read.
+func (p *peekedConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// serveHTTP1 serves an HTTP/1.1 connection to its end. Its server is one
+// of l.http1 while it runs, and starts with keep-alives off if the
+// listener is draining: the connection was accepted as the drain began.
+func (l *Listener) serveHTTP1(c net.Conn, conn *downstream) {
 	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout}
 	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
 	one := newOneConn(c)
 	srv.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateClosed || s == http.StateHijacked {
@@ -239,22 +318,22 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 		}
 	}
 	l.mu.Lock()
-	l.plain[srv] = struct{}{}
+	if l.draining {
+		srv.SetKeepAlivesEnabled(false)
+	}
+	l.http1[srv] = struct{}{}
 	l.mu.Unlock()
 	go func() { _ = srv.Serve(one) }()
 	<-one.done
 	_ = srv.Close()
 	l.mu.Lock()
-	delete(l.plain, srv)
+	delete(l.http1, srv)
 	l.mu.Unlock()
-	l.opts.Pool.releaseDownstream(conn)
 }
 
 // oneConn is a net.Listener that yields one connection, so that net/http
-// serves it (HTTP/1.1 or h2c by its preface) and returns once it closes.
-// Closing the listener, as a graceful Shutdown does first (it then waits
-// for Serve to return before closing idle connections), does not end the
-// connection: done is closed by the connection's own end.
+// serves it and returns once it closes: done is closed by the
+// connection's own end, not by the listener's Close.
 type oneConn struct {
 	c      net.Conn
 	once   sync.Once

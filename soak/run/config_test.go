@@ -1,6 +1,10 @@
 package run
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,5 +38,21 @@ func TestConfigCheckNamesTheBadSetting(t *testing.T) {
 		if err := c.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// A run refuses a folder that exists rather than mix its files with
+// another run's, before any cluster comes up.
+func TestRunRefusesAnotherRunsFolder(t *testing.T) {
+	out := t.TempDir()
+	if err := os.Mkdir(filepath.Join(out, "night-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Scenario: filepath.Join("..", "..", "fixtures", "scenarios", "soak.yaml"), Out: out, ID: "night-1",
+		Duration: 2 * time.Minute, Tick: time.Second, Warmup: 3 * time.Second, Rate: 150, ProbeInterval: time.Second,
+		SVIDTTL: time.Minute, PairFetchWindow: time.Second, MaxRatio: 1.5, SLO: "99.9"}
+	_, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "another run's") || !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Run into an existing folder: %v", err)
 	}
 }

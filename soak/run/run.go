@@ -124,7 +124,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to resolve the run folder: %w", err)
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "prometheus"), filepath.Join(dir, "vegeta"), filepath.Join(dir, "cluster", "access")} {
+	// A run never writes into another's folder (a reused -id, two runs
+	// started in the same second): their files would mix.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create the run folder: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create the run folder (another run's, if it exists: give another -id): %w", err)
+	}
+	for _, d := range []string{filepath.Join(dir, "prometheus"), filepath.Join(dir, "vegeta"), filepath.Join(dir, "cluster", "access")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("failed to create the run folder: %w", err)
 		}

@@ -166,14 +166,19 @@ func ratioChart(c *grade.CPURatio) (string, error) {
 	return renderChart(p, 16*vg.Centimeter, 9*vg.Centimeter)
 }
 
-// timelineChart: events per step over the soak (hours from its start), the
-// excluded windows shaded.
+// timelineChart: events per step over the soak (hours from its start, or
+// minutes for a soak under two hours: a 2-minute soak's axis read 0 to
+// 0.025 hours), the excluded windows shaded.
 func timelineChart(title, ylabel string, g *grade.Grade, pts []grade.TimePoint) (string, error) {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "hours since soak start " + g.Start.Format("2006-01-02 15:04 MST")
+	unit, name := time.Hour, "hours"
+	if g.End.Sub(g.Start) < 2*time.Hour {
+		unit, name = time.Minute, "minutes"
+	}
+	p.X.Label.Text = name + " since soak start " + g.Start.Format("2006-01-02 15:04:05 MST")
 	p.Y.Label.Text = ylabel
-	hours := func(t time.Time) float64 { return t.Sub(g.Start).Hours() }
+	hours := func(t time.Time) float64 { return float64(t.Sub(g.Start)) / float64(unit) }
 	maxY := 1.0
 	xy := plotter.XYs{{X: 0, Y: 0}}
 	for _, pt := range pts {

@@ -315,7 +315,7 @@ var funcs = template.FuncMap{
 	"i":     func(v int64) string { return grade.FormatCount(v) },
 	"t":     func(v interface{ Format(string) string }) string { return v.Format("2006-01-02 15:04") },
 	"ts":    func(v interface{ Format(string) string }) string { return v.Format("2006-01-02 15:04:05") },
-	"hm":    func(v interface{ Format(string) string }) string { return v.Format("15:04") },
+	"hms":   func(v interface{ Format(string) string }) string { return v.Format("15:04:05") },
 	"join":  strings.Join,
 }
 
@@ -348,7 +348,7 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 
 {{with .G.Excluded}}<h2>Excluded windows</h2>
 <table><tr><th>name</th><th>from</th><th>to</th><th>reason</th></tr>
-{{range .}}<tr><td>{{.Name}}</td><td>{{t .Start}}</td><td>{{t .End}}</td><td>{{.Reason}}</td></tr>{{end}}</table>{{end}}
+{{range .}}<tr><td>{{.Name}}</td><td>{{ts .Start}}</td><td>{{ts .End}}</td><td>{{.Reason}}</td></tr>{{end}}</table>{{end}}
 
 {{with .G.Events}}<h2>Graded chaos events</h2>
 <table><tr><th>name</th><th>from</th><th>to</th><th>what</th></tr>
@@ -358,7 +358,7 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 <p>{{.Method}}. Target {{f1 .TargetRPS}} rps; gate ≤ {{f2 .Max}}×.
 {{if .Ratio}}Estimate <b>{{f2 .Ratio}}×</b>{{if .Bounded}}, interval [{{f3 .Lower}}, {{f3 .Upper}}] at {{pct .Confidence}} exact coverage{{end}}.{{end}}</p>
 {{if .Windows}}<table><tr><th>window</th><th>protocol</th><th>build</th><th>span</th><th>CPU source</th><th>CPU s</th><th>proxy requests</th><th>client requests</th><th>achieved rps</th><th>ms CPU/request</th><th>valid</th></tr>
-{{range .Windows}}<tr><td>{{.Name}}</td><td>{{.Protocol}}</td><td>{{.Build}}</td><td>{{t .Start}}–{{hm .End}}</td><td>{{.CPUSource}}</td><td class="num">{{mf1 .CPUSeconds}}</td><td class="num">{{mn .ProxyRequests}}</td><td class="num">{{mn .ClientRequests}}</td><td class="num">{{mf1 .AchievedRPS}}</td><td class="num">{{mf3 .CPUPerRequestMS}}</td><td>{{if .Valid}}yes{{else}}<b>no</b>: {{.Invalid}}{{end}}</td></tr>
+{{range .Windows}}<tr><td>{{.Name}}</td><td>{{.Protocol}}</td><td>{{.Build}}</td><td>{{ts .Start}}–{{hms .End}}</td><td>{{.CPUSource}}</td><td class="num">{{mf1 .CPUSeconds}}</td><td class="num">{{mn .ProxyRequests}}</td><td class="num">{{mn .ClientRequests}}</td><td class="num">{{mf1 .AchievedRPS}}</td><td class="num">{{mf3 .CPUPerRequestMS}}</td><td>{{if .Valid}}yes{{else}}<b>no</b>: {{.Invalid}}{{end}}</td></tr>
 {{end}}</table>
 <table><tr><th>pair</th><th>h2 window</th><th>h3 window</th><th>h3/h2</th><th>used</th></tr>
 {{range $i, $p := .Pairs}}<tr><td>{{$i}}</td><td>{{$p.H2}}</td><td>{{$p.H3}}</td>{{if $p.Used}}<td class="num">{{f3 $p.Ratio}}</td><td>yes</td>{{else}}<td class="num">—</td><td>no: {{$p.Reason}}</td>{{end}}</tr>
@@ -368,8 +368,8 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 <p>{{i .Failed}} failed of {{i .Total}} probes over the whole soak (excluded windows included); SLO {{.SLO}}% allows {{i .Allowed}}.</p>{{end}}
 
 {{with .G.Counts}}<h2>Counts</h2>
-<table><tr><th>gate</th><th>counted</th><th>limit</th><th>recorded</th><th>outside the soak</th><th>in excluded windows</th><th>source</th></tr>
-{{range .}}<tr><td>{{.Name}}</td><td class="num">{{i .Count}}</td><td class="num">{{i .Limit}}</td><td class="num">{{i .Seen}}</td><td class="num">{{i .OutsideRun}}</td><td>{{range $k, $v := .InExcluded}}{{$k}}: {{i $v}} {{end}}</td><td>{{.Source}}{{with .Note}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
+<table><tr><th>gate</th><th>what it counts</th><th>counted</th><th>limit</th><th>recorded</th><th>outside the soak</th><th>in excluded windows</th><th>source</th></tr>
+{{range .}}<tr><td>{{.Name}}</td><td>{{.About}}</td><td class="num">{{i .Count}}</td><td class="num">{{i .Limit}}</td><td class="num">{{i .Seen}}</td><td class="num">{{i .OutsideRun}}</td><td>{{range $k, $v := .InExcluded}}{{$k}}: {{i $v}} {{end}}</td><td>{{.Source}}{{with .Note}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
 {{end}}</table>{{end}}
 
 {{if .Suites}}<h2>Suites, red then green</h2>

@@ -249,3 +249,46 @@ func TestWriteSoakAndLoadGrade(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// A local soak lasts minutes and its switches seconds: its page gives each
+// excluded span and window to the second, and its timelines count minutes
+// (a minute-resolution page showed a 3 s warm-up as 16:26 .. 16:26, and
+// the axis ran 0 to 0.025 hours).
+func TestHTMLOfAShortSoakShowsSeconds(t *testing.T) {
+	g := fixtureGrades(t)["2026-09-30-resoak-1.0.13-84fb413"]
+	start := time.Date(2026, 11, 30, 16, 26, 12, 0, time.UTC)
+	g.Start, g.End = start, start.Add(2*time.Minute)
+	g.Excluded = []manifest.Excluded{{Name: "s01-warm-up-h2", Start: start, End: start.Add(3 * time.Second), Reason: "warm-up"}}
+	page, err := HTML(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	for _, want := range []string{
+		"<td>s01-warm-up-h2</td><td>2026-11-30 16:26:12</td><td>2026-11-30 16:26:15</td>",
+		"minutes since soak start 2026-11-30 16:26:12 UTC",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "hours since soak start") {
+		t.Error("a 2-minute soak's timeline counts hours")
+	}
+	if !regexp.MustCompile(`<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d–\d\d:\d\d:\d\d</td>`).MatchString(s) {
+		t.Error("the windows' spans are not given to the second")
+	}
+}
+
+// The counts table says what each gate counts, as its manifest words it.
+func TestHTMLSaysWhatEachCountGateCounts(t *testing.T) {
+	g := fixtureGrades(t)["2026-09-27-rev242-proving"]
+	g.Counts[0].About = "requests answered 503 with flag NC"
+	page, err := HTML(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "<th>what it counts</th>") || !strings.Contains(string(page), "<td>requests answered 503 with flag NC</td>") {
+		t.Error("the counts table does not say what a gate counts")
+	}
+}

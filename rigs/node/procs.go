@@ -91,15 +91,18 @@ func (p *proc) stop() error {
 	return nil
 }
 
-// tail returns the last n lines of a log, for error messages.
+// tail returns the last n lines of a log, for error messages, after its
+// first line when it had to cut: a process that refuses its command line
+// says why on its first line (Go's flag package) and then prints its whole
+// usage, whose last lines alone do not name the mistyped flag.
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	if len(lines) > n+1 {
+		lines = append([]string{lines[0], "…"}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
 }

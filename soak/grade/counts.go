@@ -117,6 +117,7 @@ func sampleStep(series []evidence.Series) time.Duration {
 // Count is the evidence behind one count gate.
 type Count struct {
 	Name  string `json:"name"`
+	About string `json:"about,omitempty"`
 	Count int64  `json:"count"`
 	Limit int64  `json:"limit"`
 	// Seen is everything the source recorded; Count is what remains after
@@ -132,7 +133,7 @@ type Count struct {
 }
 
 func gradeCount(m *manifest.Manifest, ev *loader, c manifest.CountGate) (Count, Gate, error) {
-	cnt := Count{Name: c.Name, Limit: c.Limit}
+	cnt := Count{Name: c.Name, About: c.About, Limit: c.Limit}
 	if c.LoadGenErrors {
 		if err := countLoadGen(m, &cnt); err != nil {
 			return Count{}, Gate{}, err

@@ -155,6 +155,9 @@ type LivenessGate struct {
 // CountGate: a count that must stay at or below Limit.
 type CountGate struct {
 	Name string `json:"name"`
+	// About says, for the report's reader, what the gate counts and why
+	// its limit holds.
+	About string `json:"about,omitempty"`
 	// Exactly one of Series and LoadGenErrors.
 	Series        *Series `json:"series,omitempty"`
 	LoadGenErrors bool    `json:"loadgen_errors,omitempty"`

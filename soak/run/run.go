@@ -109,6 +109,9 @@ const (
 // tears the cluster down and writes what it measured. Only a run that
 // measured nothing, or whose files could not be written, is an error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
 	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
 		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Seed: cfg.Seed,
 		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
@@ -121,7 +124,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to resolve the run folder: %w", err)
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "prometheus"), filepath.Join(dir, "vegeta"), filepath.Join(dir, "cluster", "access")} {
+	// A run never writes into another's folder (a reused -id, two runs
+	// started in the same second): their files would mix.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create the run folder: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create the run folder (another run's, if it exists: give another -id): %w", err)
+	}
+	for _, d := range []string{filepath.Join(dir, "prometheus"), filepath.Join(dir, "vegeta"), filepath.Join(dir, "cluster", "access")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("failed to create the run folder: %w", err)
 		}
@@ -147,6 +158,33 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		partial = joinWhy(partial, fmt.Sprintf("the cluster's teardown failed: %v", err))
 	}
 	return s.write(spans, end, partial)
+}
+
+// Check refuses a configuration the run could not grade or could not
+// start, before any cluster comes up or any run folder is made: a mistyped
+// -slo or a zero -rate would otherwise cost the whole soak's length first.
+func (c Config) Check() error {
+	if _, err := os.Stat(c.Scenario); err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"probe interval", c.ProbeInterval}, {"SVID TTL", c.SVIDTTL}, {"pair fetch window", c.PairFetchWindow}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
+		}
+	}
+	if c.Rate <= 0 {
+		return fmt.Errorf("rate %g rps: must be positive", c.Rate)
+	}
+	if c.MaxRatio <= 0 {
+		return fmt.Errorf("max ratio %g: must be positive", c.MaxRatio)
+	}
+	if _, err := manifest.ParseSLO(c.SLO); err != nil {
+		return fmt.Errorf("liveness SLO: %w", err)
+	}
+	return nil
 }
 
 func joinWhy(a, b string) string {

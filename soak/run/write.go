@@ -58,15 +58,15 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 			CPURatio: &manifest.CPURatioGate{Max: o.MaxRatio},
 			Liveness: &manifest.LivenessGate{SLO: o.SLO},
 			Counts: []manifest.CountGate{
-				{Name: "503 NC", Series: series(SeriesNC)},
-				{Name: "proxy crashes", Series: series(SeriesProxyExits)},
-				{Name: "load-generator errors", LoadGenErrors: true},
-				{Name: "schedule steps not run", Series: series(SeriesStepsNotRun)},
+				{Name: "503 NC", Series: series(SeriesNC), About: aboutNC},
+				{Name: "proxy crashes", Series: series(SeriesProxyExits), About: aboutCrashes},
+				{Name: "load-generator errors", LoadGenErrors: true, About: aboutLoadErrors},
+				{Name: "schedule steps not run", Series: series(SeriesStepsNotRun), About: aboutNotRun},
 			},
 		},
 	}
 	if o.PrunedLive {
-		m.Gates.Counts = append(m.Gates.Counts[:1], append([]manifest.CountGate{{Name: "prunes of in-use twins", Series: series(SeriesPrunedLive)}}, m.Gates.Counts[1:]...)...)
+		m.Gates.Counts = append(m.Gates.Counts[:1], append([]manifest.CountGate{{Name: "prunes of in-use twins", Series: series(SeriesPrunedLive), About: aboutPrunedLive}}, m.Gates.Counts[1:]...)...)
 	}
 	if o.Partial != "" {
 		m.Description = "PARTIAL: " + o.Partial + ". " + m.Description
@@ -84,8 +84,29 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 		}
 	}
 	m.Windows = windows[:len(windows)/2*2]
+	if len(m.Windows) == 0 {
+		// A run stopped before its first pair ended has no ratio to grade,
+		// and a CPU gate without windows is no manifest at all; the steps
+		// not run still fail it.
+		m.Gates.CPURatio = nil
+		m.Description += " No ABBA pair ran whole: the h3/h2 CPU gate is not graded."
+	}
 	return m
 }
+
+// What each count gate counts, for the report's reader. Only the load
+// generator's errors leave the excluded spans out: a 503 NC, a prune of a
+// live twin or a crash inside a switch or a hot restart is the mesh's
+// failure all the same.
+const (
+	aboutNC = "requests the source pods' proxies answered 503 with flag NC (no cluster: the route's cluster, such as a QUIC twin, " +
+		"was not there when the request came), counted by the proxies themselves, excluded spans included"
+	aboutPrunedLive = "twins the agents pruned although they had served a request in the last minute " +
+		"(" + metricPrunedLive + "), excluded spans included"
+	aboutCrashes    = "proxy processes that exited on their own (a hot restart's handover excepted), excluded spans included"
+	aboutLoadErrors = "the load generator's requests that failed or answered 1xx, 4xx or 5xx, outside the excluded spans"
+	aboutNotRun     = "schedule steps (windows, switches, chaos) that did not run whole: a run cut short never passes"
+)
 
 func series(name string) *manifest.Series {
 	return &manifest.Series{Prometheus: CountersFile, Match: map[string]string{"__name__": name}}

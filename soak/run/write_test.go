@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +127,13 @@ func TestManifestGradesTheRunsOwnFiles(t *testing.T) {
 			t.Errorf("no gate %q in %v", want, names)
 		}
 	}
+	// The report says what each count gate counts: "503 NC" or "schedule
+	// steps not run" alone is not understood by someone new to the mesh.
+	for _, c := range g.Counts {
+		if c.About == "" {
+			t.Errorf("count gate %q says nothing of what it counts", c.Name)
+		}
+	}
 }
 
 func TestManifestFailsTheGateTheCountersBreak(t *testing.T) {
@@ -163,6 +171,42 @@ func TestManifestDropsAnUnpairedWindow(t *testing.T) {
 	m, _ := writeAndGrade(t, rec, cut, start, end, "stopped")
 	if len(m.Windows) != 2 {
 		t.Fatalf("%d windows kept, want the one whole pair", len(m.Windows))
+	}
+}
+
+// A run stopped before its first pair ended (Ctrl-C in the first
+// minute) still writes a manifest the graders load, and its grade fails on
+// the steps not run instead of the run ending without one.
+func TestManifestOfARunStoppedBeforeItsFirstPair(t *testing.T) {
+	rec, spans, start, _ := synthetic(t, 1.2, 0)
+	cut := spans[:2] // the warm-up and w01-h2: no partner
+	end := cut[1].End
+	rec.Trim(end)
+	// The steps after w01 did not run: counted at the end, as recordNotRun does.
+	for ts := start; !ts.After(end); ts = ts.Add(time.Second) {
+		v := 0.0
+		if ts.Equal(end) {
+			v = float64(len(spans) - len(cut))
+		}
+		if err := rec.Add(SeriesStepsNotRun, map[string]string{"node": "run"}, ts, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, g := writeAndGrade(t, rec, cut, start, end, "stopped (interrupt)")
+	if len(m.Windows) != 0 || m.Gates.CPURatio != nil {
+		t.Fatalf("%d windows, CPU gate %+v: want none of either", len(m.Windows), m.Gates.CPURatio)
+	}
+	var failed []string
+	for _, gt := range g.Gates {
+		if gt.Verdict == grade.Fail {
+			failed = append(failed, gt.Name)
+		}
+	}
+	if g.Verdict != grade.Fail || len(failed) != 1 || failed[0] != "schedule steps not run" {
+		t.Fatalf("verdict %s, failed gates %v; want FAIL on the steps not run only", g.Verdict, failed)
+	}
+	if !strings.Contains(g.Description, "the h3/h2 CPU gate is not graded") {
+		t.Errorf("description %q does not say why the CPU gate is absent", g.Description)
 	}
 }
 

@@ -212,6 +212,9 @@ func TestNightlySoaksOnAScheduleAndKeepsItsReports(t *testing.T) {
 	if !slices.ContainsFunc(runs(w), func(r string) bool { return strings.HasPrefix(r, "sudo -E ") && strings.Contains(r, "make soak-run") }) {
 		t.Fatalf("nightly.yml does not run make soak-run as root: %q", runs(w))
 	}
+	if bad := readsRootsFiles(w); len(bad) > 0 {
+		t.Errorf("nightly.yml reads what make soak-run wrote as root before handing it to the runner's user (sudo chown -R … reports, if always()): %v", bad)
+	}
 	var uploaded string
 	for _, s := range uses(w) {
 		if strings.HasPrefix(s.Uses, "actions/upload-artifact@") {
@@ -225,6 +228,42 @@ func TestNightlySoaksOnAScheduleAndKeepsItsReports(t *testing.T) {
 		if !strings.Contains(uploaded, want) {
 			t.Errorf("nightly.yml uploads %q, not %s", uploaded, want)
 		}
+	}
+}
+
+// readsRootsFiles names each cache or upload step that reads reports/
+// after a step ran make as root and before any always-run step gave
+// reports/ back to the runner's user: a run folder holds root-only files
+// (0600 state files, 0700 directories), which those actions, running as
+// the runner's user, cannot read.
+func readsRootsFiles(w workflow) []string {
+	var bad []string
+	for name, j := range w.Jobs {
+		rootOwned := false
+		for _, s := range j.Steps {
+			switch {
+			case strings.HasPrefix(s.Run, "sudo ") && strings.Contains(s.Run, "make "):
+				rootOwned = true
+			case strings.HasPrefix(s.Run, "sudo chown -R ") && strings.HasSuffix(strings.TrimSpace(s.Run), " reports") && s.If == "always()":
+				rootOwned = false
+			case rootOwned && (strings.HasPrefix(s.Uses, "actions/upload-artifact@") || strings.HasPrefix(s.Uses, "actions/cache/save@")):
+				bad = append(bad, fmt.Sprintf("job %s step %q", name, s.Name))
+			}
+		}
+	}
+	return bad
+}
+
+func TestTheChecksCatchAnUploadOfRootsFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.yml")
+	os.WriteFile(p, []byte("name: x\non: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"+
+		"      - run: sudo -E make soak-run\n      - uses: actions/upload-artifact@v4\n        name: up\n        if: always()\n"), 0o644)
+	w, err := load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := readsRootsFiles(w); len(bad) != 1 || !strings.Contains(bad[0], `"up"`) {
+		t.Fatalf("an upload of root-owned files went unseen: %v", bad)
 	}
 }
 

@@ -56,7 +56,7 @@ func run() error {
 		registryFile = flag.String("registry-file", "", "scenario file to watch as the registry source")
 		kubeconfig   = flag.String("kubeconfig", "", "use the Kubernetes registry source with this kubeconfig (instead of --registry-file)")
 		metricsAddr  = flag.String("metrics-addr", "127.0.0.1:15090", "loopback address for /metrics and /debug/config; empty disables")
-		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot; reloaded and served on restart until the first registry read succeeds")
+		stateDir     = flag.String("state-dir", "", "directory for last-good.json, the last published snapshot (reloaded and served on restart until the first registry read succeeds), and observed-upstreams.json, the QUIC pairs carried over a restart (an unusable one is moved aside, reported and counted)")
 		mode         = flag.String("capture-mode", "tproxy", "UDP capture mode the CNI installed: tproxy or redirect")
 		transport    = flag.String("mesh-transport", string(agent.TransportAuto), "auto: HTTP/3 over per-source QUIC twins wherever eligible; h2: the HTTP/2 floor everywhere")
 		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
@@ -171,7 +171,7 @@ func run() error {
 			gs.Stop()
 			return err
 		}
-		logger.Info("serving /metrics and /debug/config", "addr", addr.String())
+		logger.Info("serving /metrics, /debug/config and /debug/pairs", "addr", addr.String())
 		go func() {
 			if err := <-done; err != nil {
 				errc <- err

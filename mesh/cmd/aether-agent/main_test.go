@@ -93,7 +93,7 @@ func TestHandoffIsTheOnlySourceOfNetnsPaths(t *testing.T) {
 // debugAddr reads the agent's log until it says where /metrics is.
 func debugAddr(t *testing.T, stderr io.Reader) string {
 	t.Helper()
-	re := regexp.MustCompile(`serving /metrics and /debug/config" addr=(\S+)`)
+	re := regexp.MustCompile(`serving /metrics, /debug/config and /debug/pairs" addr=(\S+)`)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)

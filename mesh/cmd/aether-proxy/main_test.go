@@ -45,7 +45,11 @@ func TestRestartFlags(t *testing.T) {
 	}{
 		{[]string{"--restart-epoch", "1", "--disable-hot-restart"}, "--restart-epoch 1 needs hot restart"},
 		{[]string{"--drain-time", "3s", "--parent-shutdown-time", "2s"}, "--drain-time 3s exceeds --parent-shutdown-time 2s"},
-		{[]string{"--drain-time", "0s"}, "must be positive"},
+		{[]string{"--drain-time", "0s"}, "--drain-time 0s: must be positive"},
+		{[]string{"--parent-shutdown-time", "-1s"}, "--parent-shutdown-time -1s: must be positive"},
+		{[]string{"--restart-epoch", "-1"}, `invalid value "-1" for flag -restart-epoch: want a whole number from 0 to 4294967295`},
+		{[]string{"--restart-epoch", "1x"}, `invalid value "1x" for flag -restart-epoch: want a whole number`},
+		{[]string{"--base-id", "-3"}, `invalid value "-3" for flag -base-id: want a whole number`},
 		{[]string{"--restart-epoch", "x"}, `invalid value "x" for flag -restart-epoch`},
 		{[]string{"--restart-epoch", "2", "--base-id", "1"}, "hot restart epoch 2: no parent (epoch 1) serves " + sock + "_parent_11"},
 	} {

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,13 +28,11 @@ type restartFlags struct {
 }
 
 func (r *restartFlags) register(fs *flag.FlagSet) {
-	fs.Func("restart-epoch", "hot restart epoch: 0 for the first process, N+1 to take over from the running epoch N", func(s string) error {
-		_, err := fmt.Sscan(s, &r.epoch)
-		return err
+	fs.Func("restart-epoch", "hot restart epoch: 0 for the first process, N+1 to take over from the running epoch N (default 0)", func(s string) error {
+		return parseUint32(s, &r.epoch)
 	})
-	fs.Func("base-id", "hot restart base id: proxies on one host with different base ids never meet (the rendezvous is <socket-path>_parent_<base-id*10 + epoch%3>)", func(s string) error {
-		_, err := fmt.Sscan(s, &r.baseID)
-		return err
+	fs.Func("base-id", "hot restart base id: proxies on one host with different base ids never meet (the rendezvous is <socket-path>_parent_<base-id*10 + epoch%3>) (default 0)", func(s string) error {
+		return parseUint32(s, &r.baseID)
 	})
 	fs.StringVar(&r.socketPath, "socket-path", hotrestart.DefaultSocketPath, "hot restart rendezvous prefix: a file path, or @name for an abstract socket of the node netns")
 	fs.DurationVar(&r.drainTime, "drain-time", hotrestart.DefaultDrainTime, "once a child took over, how long the HTTP connections of the drained listeners may take to finish before they are closed (tcp_proxy connections and UDP sessions run until this process exits)")
@@ -45,11 +44,24 @@ func (r *restartFlags) check() error {
 	switch {
 	case r.disable && r.epoch > 0:
 		return fmt.Errorf("--restart-epoch %d needs hot restart, which --disable-hot-restart turns off", r.epoch)
-	case r.drainTime <= 0 || r.parentShutdownTime <= 0:
-		return errors.New("--drain-time and --parent-shutdown-time must be positive")
+	case r.drainTime <= 0:
+		return fmt.Errorf("--drain-time %s: must be positive", r.drainTime)
+	case r.parentShutdownTime <= 0:
+		return fmt.Errorf("--parent-shutdown-time %s: must be positive", r.parentShutdownTime)
 	case r.drainTime > r.parentShutdownTime:
 		return fmt.Errorf("--drain-time %s exceeds --parent-shutdown-time %s: the parent would be told to exit mid-drain", r.drainTime, r.parentShutdownTime)
 	}
+	return nil
+}
+
+// parseUint32 reads a whole number ≥ 0 in full: fmt.Sscan took "1x" as 1
+// and called -1 "expected integer".
+func parseUint32(s string, v *uint32) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return fmt.Errorf("want a whole number from 0 to %d", uint32(math.MaxUint32))
+	}
+	*v = uint32(n)
 	return nil
 }
 

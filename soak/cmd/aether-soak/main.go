@@ -49,6 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return misuse(stderr, "no command given")
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		fmt.Fprintln(stdout, "each command's flags: aether-soak COMMAND -h")
+		return 0
 	case "run":
 		return runCmd(args[1:], stdout, stderr)
 	case "grade":

@@ -211,3 +211,13 @@ func TestRunRefusesArguments(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
 }
+
+// Asking for help is not a mistake: the usage goes to stdout, exit 0.
+func TestHelpIsTheUsage(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "help"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{arg}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: aether-soak run [flags]") || stderr.Len() != 0 {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", arg, code, stdout.String(), stderr.String())
+		}
+	}
+}

@@ -67,7 +67,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	cfg.Progress, cfg.TTY = stderr, isTTY(stderr)
 	cfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, "aether-soak: "+format+"\n", a...) }
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := stopContext()
 	defer stop()
 	res, err := soakrun.Run(ctx, cfg)
 	stop()
@@ -137,6 +137,14 @@ func writeIndex(runs string) (string, error) {
 		return "", fmt.Errorf("failed to write %s: %w", idx, err)
 	}
 	return idx, nil
+}
+
+// stopContext ends when the run is asked to stop: Ctrl-C, SIGTERM, or
+// SIGHUP when the terminal it runs in goes away (a dropped ssh session),
+// which would otherwise kill it with its cluster's processes and
+// namespaces left behind.
+func stopContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 }
 
 func isTTY(w io.Writer) bool {

@@ -11,6 +11,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/aether-mesh/aether/mesh/agent/pairstate"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -354,6 +356,46 @@ func (a *Agent) Pairs() []PairStatus {
 		out = append(out, s)
 	}
 	return out
+}
+
+// PairCounts are /debug/pairs' counters, the same figures as the
+// aether_agent_pairs* metrics: pairs by state now, and since start the
+// admissions, refusals, prunes by reason and prunes of a twin that served
+// a request in the last minute (which must stay 0).
+type PairCounts struct {
+	Live       int                `json:"live"`
+	Dormant    int                `json:"dormant"`
+	Admitted   float64            `json:"admitted"`
+	Refused    float64            `json:"refused"`
+	Pruned     map[string]float64 `json:"pruned"`
+	PrunedLive float64            `json:"pruned_live"`
+}
+
+// Counts returns the pair counters.
+func (a *Agent) Counts() PairCounts {
+	c := PairCounts{Admitted: counterValue(a.metrics.pairsAdmitted), Refused: counterValue(a.metrics.pairsRefused),
+		PrunedLive: counterValue(a.metrics.pairsPrunedLive), Pruned: map[string]float64{}}
+	for _, r := range prunedReasons {
+		c.Pruned[r] = counterValue(a.metrics.pairsPruned.WithLabelValues(r))
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pairs {
+		if p.dormant {
+			c.Dormant++
+		} else {
+			c.Live++
+		}
+	}
+	return c
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
 
 // withoutUnpairedTwins is a restored snapshot's resources less the twins

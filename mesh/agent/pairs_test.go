@@ -586,10 +586,14 @@ func TestDebugPairs(t *testing.T) {
 	rec := httptest.NewRecorder()
 	a.DebugHandler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pairs", nil))
 	var got struct {
-		Pairs []PairStatus `json:"pairs"`
+		Pairs  []PairStatus `json:"pairs"`
+		Counts PairCounts   `json:"counts"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatalf("/debug/pairs = %s: %v", rec.Body, err)
+	}
+	if c := got.Counts; c.Live != 2 || c.Dormant != 1 || c.PrunedLive != 0 || len(c.Pruned) != len(prunedReasons) {
+		t.Fatalf("counts = %+v, want 2 live, 1 dormant, every prune reason listed", c)
 	}
 	var twins []string
 	for _, p := range got.Pairs {

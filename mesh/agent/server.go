@@ -104,8 +104,9 @@ func (a *Agent) DebugHandler(reg *prometheus.Registry) http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(struct {
-			Pairs []PairStatus `json:"pairs"`
-		}{a.Pairs()})
+			Pairs  []PairStatus `json:"pairs"`
+			Counts PairCounts   `json:"counts"`
+		}{a.Pairs(), a.Counts()})
 	})
 	return mux
 }

@@ -28,6 +28,17 @@ type pairRow struct {
 	LastSeen    string `json:"last_seen"`
 }
 
+// pairCounts are /debug/pairs' counts, decoded so that a field the suite
+// does not know still fails the read.
+type pairCounts struct {
+	Live       int                `json:"live"`
+	Dormant    int                `json:"dormant"`
+	Admitted   float64            `json:"admitted"`
+	Refused    float64            `json:"refused"`
+	Pruned     map[string]float64 `json:"pruned"`
+	PrunedLive float64            `json:"pruned_live"`
+}
+
 // debugPairs reads node-a's agent's /debug/pairs: twin → state.
 func debugPairs(ctx context.Context, nc *node.Cluster) (map[string]string, error) {
 	n := nc.Node("node-a")
@@ -36,7 +47,8 @@ func debugPairs(ctx context.Context, nc *node.Cluster) (map[string]string, error
 		return nil, err
 	}
 	var doc struct {
-		Pairs []pairRow `json:"pairs"`
+		Pairs  []pairRow  `json:"pairs"`
+		Counts pairCounts `json:"counts"`
 	}
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -176,14 +176,10 @@ func arrivals(ctx context.Context, c cluster.Cluster, tag string) (map[string]ma
 			continue
 		}
 		from, _, _ := strings.Cut(strings.TrimPrefix(rec.Payload, prefix), "/")
-		_, uri, found := strings.Cut(rec.XFCC, "URI=")
-		if !found {
-			uri = "(no XFCC)"
-		}
 		if out[from] == nil {
 			out[from] = map[string]int{}
 		}
-		out[from][uri]++
+		out[from][cluster.PeerURI(rec.XFCC)]++
 	}
 	return out, nil
 }

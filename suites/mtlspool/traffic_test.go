@@ -98,27 +98,7 @@ func sendFrom(ctx context.Context, c cluster.Cluster, svc, tag string, n int, po
 // appXFCC reads pod's app record: per peer URI in the XFCC, the requests
 // whose path starts with /<tag>/.
 func appXFCC(ctx context.Context, c cluster.Cluster, pod, svc, tag string) (map[string]int, error) {
-	p, err := cluster.PodNamed(c, namespace, pod)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := c.Records(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	prefix := xdsnames.Authority(svc, namespace, meshDomain) + "/" + tag + "/"
-	for _, rec := range recs {
-		if rec.Event != "http" || !strings.HasPrefix(rec.Payload, prefix) {
-			continue
-		}
-		_, uri, found := strings.Cut(rec.XFCC, "URI=")
-		if !found {
-			uri = "(no XFCC)"
-		}
-		out[uri]++
-	}
-	return out, nil
+	return cluster.AppXFCC(ctx, c, namespace, pod, xdsnames.Authority(svc, namespace, meshDomain)+"/"+tag+"/")
 }
 
 // counters are one family's samples, by the value of one label.

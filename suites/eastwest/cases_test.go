@@ -508,18 +508,7 @@ func waitListeners(ctx context.Context, c cluster.Cluster, twinsStall bool) erro
 	deadline := time.Now().Add(60 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
-		last = nil
-		for nodeName, ls := range want {
-			body, err := c.Metrics(ctx, nodeName, cluster.Proxy)
-			for _, l := range ls {
-				if err == nil && !strings.Contains(body, `listener="`+l+`"`) {
-					err = fmt.Errorf("no listener %s on %s's proxy yet", l, nodeName)
-				}
-			}
-			if err != nil {
-				last = err
-			}
-		}
+		last = cluster.ListenersServed(ctx, c, want)
 		if last == nil {
 			last = sendFrom(ctx, c, "api", "warmup", 1, "batch-0")
 			if last == nil || twinsStall && strings.Contains(last.Error(), ": 503 ") {

@@ -253,18 +253,7 @@ func waitListeners(ctx context.Context, c cluster.Cluster, handshakesFail bool) 
 	deadline := time.Now().Add(60 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
-		last = nil
-		for nodeName, ls := range want {
-			body, err := c.Metrics(ctx, nodeName, cluster.Proxy)
-			for _, l := range ls {
-				if err == nil && !strings.Contains(body, `listener="`+l+`"`) {
-					err = fmt.Errorf("no listener %s on %s's proxy yet", l, nodeName)
-				}
-			}
-			if err != nil {
-				last = err
-			}
-		}
+		last = cluster.ListenersServed(ctx, c, want)
 		if last == nil {
 			codes, err := sendFrom(ctx, c, "api", "warmup", 1, "batch-0")
 			switch {

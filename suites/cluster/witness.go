@@ -1,7 +1,11 @@
+// What the suites read as witnesses on any provider: the apps' records of
+// the peers' XFCC, and the listeners each proxy reports serving.
+
 package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 )
 
@@ -36,4 +40,22 @@ func AppXFCC(ctx context.Context, c Cluster, namespace, pod, prefix string) (map
 		}
 	}
 	return out, nil
+}
+
+// ListenersServed checks that each node's proxy reports, on its metrics,
+// every listener want names for it; the error names the first missing.
+func ListenersServed(ctx context.Context, c Cluster, want map[string][]string) error {
+	var last error
+	for nodeName, ls := range want {
+		body, err := c.Metrics(ctx, nodeName, Proxy)
+		for _, l := range ls {
+			if err == nil && !strings.Contains(body, `listener="`+l+`"`) {
+				err = fmt.Errorf("no listener %s on %s's proxy yet", l, nodeName)
+			}
+		}
+		if err != nil {
+			last = err
+		}
+	}
+	return last
 }

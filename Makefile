@@ -36,7 +36,7 @@ export AETHER_BUILD_DIRTY := $(BUILD_DIRTY)
 # says the build is not releasable).
 GATE_BUILD = $(if $(BUILD_REVISION),-build $(BUILD_REVISION)) $(if $(filter true,$(BUILD_DIRTY)),-allow-dirty)
 
-.PHONY: help test gate rigs suites e2e soak soak-run soak-smoke report build vet clean
+.PHONY: help test gate rigs suites e2e kind-check soak soak-run soak-smoke report build vet clean
 
 help:
 	@echo "make gate    run every local red-then-green suite and the soak smoke, write $(REPORTS)/, print the verdict"
@@ -44,6 +44,7 @@ help:
 	@echo "make rigs    run the Phase 0 rig and print its table"
 	@echo "make suites  run the ginkgo suites on the embedded netns cluster and print their tables"
 	@echo "make e2e     the suites on kind (needs a container engine; kind itself is a Go module)"
+	@echo "make kind-check  can this machine's container engine host kind's nodes? (root; builds a probe image once, ~3 min)"
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make soak-run    run a local soak on the embedded netns cluster ($(SOAK_DURATION); SOAK_DURATION=…), grade it into reports/runs/<run>/, update reports/index.html"
 	@echo "make soak-smoke  the same for $(SOAK_SMOKE_DURATION) (make gate runs it and requires its grade)"
@@ -106,6 +107,13 @@ e2e:
 	@$(REPORTS)/e2e/bin/aether-e2e -out $(REPORTS)/e2e -suites $(E2E_SUITES)
 	@$(GO) build -o $(REPORTS)/e2e/bin/ ./reports/cmd/aether-gate
 	@$(REPORTS)/e2e/bin/aether-gate -dir $(REPORTS)/e2e -require $(E2E_SUITES) $(GATE_BUILD)
+
+# The environment check: a container with kind's node flags, and what a
+# node needs inside it (systemd, /dev/kmsg, cgroups, nftables, a nested
+# container). It exits 1 when kind's own flags cannot host a node.
+kind-check:
+	@$(GO) build -o bin/ ./rigs/cmd/aether-kind-check
+	@bin/aether-kind-check
 
 soak:
 	$(GO) run ./soak/cmd/aether-soak grade-all fixtures/soaks

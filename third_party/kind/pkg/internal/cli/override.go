@@ -1,0 +1,34 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cli
+
+import (
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+// OverrideDefaultName conditionally allows overriding the default cluster name
+// by setting the KIND_CLUSTER_NAME environment variable
+// only if --name wasn't set explicitly
+func OverrideDefaultName(fs *pflag.FlagSet) {
+	if !fs.Changed("name") {
+		if name := os.Getenv("KIND_CLUSTER_NAME"); name != "" {
+			_ = fs.Set("name", name)
+		}
+	}
+}

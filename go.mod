@@ -137,3 +137,7 @@ tool (
 	github.com/containernetworking/plugins/plugins/ipam/static
 	github.com/containernetworking/plugins/plugins/main/ptp
 )
+
+// kind's docker provider, patched to start nodes on engines that refuse
+// --privileged (third_party/kind/README.md).
+replace sigs.k8s.io/kind => ./third_party/kind

@@ -137,12 +137,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		o.Say = func(string, ...any) {}
 	}
 	var r Report
-	out, err := docker(ctx, "version", "--format", "{{.Server.Version}}")
-	if err != nil {
-		return r, fmt.Errorf("envcheck: no container engine answers (docker version): %w\n%s", err, out)
-	}
-	r.Server = strings.TrimSpace(out)
-	if r.DaemonCapBnd, err = daemonCapBnd(); err != nil {
+	var err error
+	if r.Server, r.DaemonCapBnd, err = Engine(ctx); err != nil {
 		return r, err
 	}
 	if out, err := docker(ctx, "image", "inspect", "--format", "{{.Id}}", o.Image); err != nil {
@@ -173,11 +169,7 @@ func KindNodeArgs(hostHasModules bool) []string {
 	return args
 }
 
-// WithinArgs are KindNodeArgs with --privileged replaced by what it gives
-// a container, as far as the daemon can grant it: the capabilities in
-// caps, every device allowed in the devices cgroup and /dev/kmsg present,
-// /proc and /sys unmasked. What it cannot give is the mounts' rw flag on
-// /sys; a node's entrypoint remounts what it needs.
+// WithinArgs are KindNodeArgs with --privileged replaced by PrivilegedAs.
 func WithinArgs(hostHasModules bool, caps []string) []string {
 	var args []string
 	for _, a := range KindNodeArgs(hostHasModules) {
@@ -185,11 +177,43 @@ func WithinArgs(hostHasModules bool, caps []string) []string {
 			args = append(args, a)
 		}
 	}
+	return append(args, PrivilegedAs(caps)...)
+}
+
+// PrivilegedAs is what --privileged gives a container, as far as a daemon
+// holding caps can grant it: those capabilities, every device allowed in
+// the devices cgroup with /dev/kmsg and /dev/fuse present, /proc and /sys
+// unmasked. What it cannot give is the rw flag of the cgroup mounts; a
+// node's entrypoint remounts them (ProbeSpec's does).
+func PrivilegedAs(caps []string) []string {
+	var args []string
 	for _, c := range caps {
 		args = append(args, "--cap-add", c)
 	}
 	return append(args, "--security-opt", "systempaths=unconfined", "--device-cgroup-rule", "a *:* rwm",
 		"--device", "/dev/kmsg", "--device", "/dev/fuse")
+}
+
+// PrivilegedAsEnv is the patched kind's variable (third_party/kind): the
+// flags a node gets instead of --privileged, one per line.
+const PrivilegedAsEnv = "KIND_EXPERIMENTAL_DOCKER_PRIVILEGED_AS"
+
+// RefusesPrivileged reports whether a Docker engine of version server,
+// whose daemon holds bnd, refuses --privileged: before 23 it asks for
+// every capability the kernel has.
+func RefusesPrivileged(server string, bnd uint64) bool {
+	major, err := strconv.Atoi(strings.SplitN(server, ".", 2)[0])
+	return err == nil && major < 23 && len(MissingCaps(bnd)) > 0
+}
+
+// Engine is the local engine's version and its daemon's bounding set.
+func Engine(ctx context.Context) (server string, bnd uint64, err error) {
+	out, err := docker(ctx, "version", "--format", "{{.Server.Version}}")
+	if err != nil {
+		return "", 0, fmt.Errorf("envcheck: no container engine answers (docker version): %w\n%s", err, out)
+	}
+	bnd, err = daemonCapBnd()
+	return strings.TrimSpace(out), bnd, err
 }
 
 // The probe's scripts, run in the node with docker exec. Each prints its

@@ -44,14 +44,23 @@ func TestKindNodeArgsAreKinds(t *testing.T) {
 	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
 		t.Fatalf("go list -m sigs.k8s.io/kind: no module directory in %s (%v)", out, err)
 	}
-	src, err := os.ReadFile(filepath.Join(m.Dir, "pkg/cluster/internal/providers/docker/provision.go"))
-	if err != nil {
-		t.Fatal(err)
+	files, _ := filepath.Glob(filepath.Join(m.Dir, "pkg/cluster/internal/providers/docker/*.go"))
+	var src strings.Builder
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && !strings.HasSuffix(f, "_test.go") {
+			src.Write(b)
+		}
+	}
+	if src.Len() == 0 {
+		t.Fatalf("no docker provider source under %s", m.Dir)
 	}
 	for _, a := range KindNodeArgs(true) {
-		if !strings.Contains(string(src), strconv.Quote(a)) {
-			t.Errorf("kind's provision.go does not pass %q", a)
+		if !strings.Contains(src.String(), strconv.Quote(a)) {
+			t.Errorf("kind's docker provider does not pass %q", a)
 		}
+	}
+	if !strings.Contains(src.String(), strconv.Quote(PrivilegedAsEnv)) {
+		t.Errorf("kind's docker provider does not read %s: the patch of third_party/kind is gone", PrivilegedAsEnv)
 	}
 	within := WithinArgs(true, []string{"SYS_ADMIN"})
 	if slices.Contains(within, "--privileged") || !slices.Contains(within, "--cap-add") {
@@ -87,6 +96,9 @@ func TestEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	refuses := major < 23 && len(MissingCaps(bnd)) > 0
+	if RefusesPrivileged(r.Server, bnd) != refuses {
+		t.Errorf("RefusesPrivileged(%s, %#x) = %v, want %v", r.Server, bnd, !refuses, refuses)
+	}
 	start := r.Exact[0]
 	switch {
 	case refuses && (start.Status != Fail || !strings.Contains(start.Evidence, "apply caps")):

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/images"
+	"github.com/aether-mesh/aether/rigs/kind/envcheck"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/node"
 )
@@ -139,12 +141,35 @@ func (s *setup) create(ctx context.Context, c *envconf.Config) (context.Context,
 	if s.opts.NodeImage != "" {
 		opts = append(opts, kindcluster.CreateWithNodeImage(s.opts.NodeImage))
 	}
+	if err := privilegedWithinEngine(ctx); err != nil {
+		return ctx, err
+	}
 	s.created = true // a half-made cluster is deleted too
 	if err := s.provider.Create(s.opts.Name, opts...); err != nil {
 		return ctx, fmt.Errorf("failed to create kind cluster %s: %w", s.opts.Name, err)
 	}
 	c.WithKubeconfigFile(s.kubeconfig())
 	return ctx, nil
+}
+
+// privilegedWithinEngine tells the patched kind (third_party/kind) to give
+// nodes what --privileged gives, within the daemon's capabilities, when the
+// engine would refuse --privileged itself (make kind-check shows both). A
+// value the user set is kept.
+func privilegedWithinEngine(ctx context.Context) error {
+	if os.Getenv(envcheck.PrivilegedAsEnv) != "" {
+		return nil
+	}
+	server, bnd, err := envcheck.Engine(ctx)
+	if err != nil {
+		return err
+	}
+	if envcheck.RefusesPrivileged(server, bnd) {
+		fmt.Fprintf(os.Stderr, "aether kind: Docker %s refuses --privileged (its daemon lacks %s); nodes get the daemon's capabilities instead\n",
+			server, strings.Join(envcheck.MissingCaps(bnd), ", "))
+		return os.Setenv(envcheck.PrivilegedAsEnv, strings.Join(envcheck.PrivilegedAs(envcheck.DockerCaps(bnd)), "\n"))
+	}
+	return nil
 }
 
 func (s *setup) buildImages(ctx context.Context, _ *envconf.Config) (context.Context, error) {

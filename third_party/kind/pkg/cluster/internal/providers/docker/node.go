@@ -100,12 +100,12 @@ type nodeCmd struct {
 }
 
 func (c *nodeCmd) Run() error {
-	args := []string{
-		"exec",
-		// run with privileges so we can remount etc..
-		// this might not make sense in the most general sense, but it is
-		// important to many kind commands
-		"--privileged",
+	args := []string{"exec"}
+	// run with privileges so we can remount etc..
+	// this might not make sense in the most general sense, but it is
+	// important to many kind commands
+	if _, ok := privilegedAs(); !ok {
+		args = append(args, "--privileged")
 	}
 	if c.stdin != nil {
 		args = append(args,

@@ -218,12 +218,6 @@ func runArgsForNode(node *config.Node, clusterIPFamily config.ClusterIPFamily, n
 		"--hostname", name, // make hostname match container name
 		// label the node with the role ID
 		"--label", fmt.Sprintf("%s=%s", nodeRoleLabelKey, node.Role),
-		// running containers in a container requires privileged
-		// NOTE: we could try to replicate this with --cap-add, and use less
-		// privileges, but this flag also changes some mounts that are necessary
-		// including some ones docker would otherwise do by default.
-		// for now this is what we want. in the future we may revisit this.
-		"--privileged",
 		"--security-opt", "seccomp=unconfined", // also ignore seccomp
 		"--security-opt", "apparmor=unconfined", // also ignore apparmor
 		// runtime temporary storage
@@ -242,6 +236,12 @@ func runArgsForNode(node *config.Node, clusterIPFamily config.ClusterIPFamily, n
 	},
 		args...,
 	)
+	// running containers in a container requires privileged
+	// NOTE: we could try to replicate this with --cap-add, and use less
+	// privileges, but this flag also changes some mounts that are necessary
+	// including some ones docker would otherwise do by default.
+	// for now this is what we want. in the future we may revisit this.
+	args = append(privilegedRunArgs(), args...)
 
 	// convert mounts and port mappings to container run args
 	args = append(args, generateMountBindings(node.ExtraMounts...)...)

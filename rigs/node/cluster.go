@@ -16,8 +16,8 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
-	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/netns"
+	"github.com/aether-mesh/aether/rigs/results"
 	"sigs.k8s.io/yaml"
 )
 
@@ -152,7 +152,7 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.binaries(); err != nil {
 		return c, err
 	}
-	// Results name the exact mesh binaries they judged (reports/results).
+	// Results name the exact mesh binaries they judged (rigs/results).
 	if c.Mode != NoMesh {
 		if err := results.RecordBinaries(c.cfg.Bin.Dir, "aether-cni", "aether-agent", "aether-proxy"); err != nil {
 			return c, err

@@ -18,10 +18,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
-// The models a run produces live in reports/results, where the release
+// The models a run produces live in rigs/results, where the release
 // gate loads them; these names keep the runner's vocabulary.
 type (
 	Role       = results.Role

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 func obs(s string) func(context.Context) (Observation, error) {

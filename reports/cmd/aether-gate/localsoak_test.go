@@ -9,7 +9,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 	soakrun "github.com/aether-mesh/aether/soak/run"

@@ -24,7 +24,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	soakrun "github.com/aether-mesh/aether/soak/run"
 )

@@ -30,10 +30,10 @@ import (
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/images"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 // Environment variables a kind run reads.
@@ -164,7 +164,7 @@ func (s *setup) buildImages(ctx context.Context, _ *envconf.Config) (context.Con
 	if err := images.BuildBinaries(root, binDir, names...); err != nil {
 		return ctx, err
 	}
-	// Results name the exact mesh binaries they judged (reports/results):
+	// Results name the exact mesh binaries they judged (rigs/results):
 	// on kind, the ones baked into the images.
 	if err := results.RecordBinaries(binDir, "aether-cni", "aether-agent", "aether-proxy"); err != nil {
 		return ctx, err

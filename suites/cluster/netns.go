@@ -13,6 +13,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/procstat"
 )
 
 // NetnsProvider brings up the embedded netns cluster (rigs/node) from the
@@ -141,7 +142,7 @@ func (n *netnsCluster) ProxyCPU(_ context.Context, name string) (time.Duration, 
 	if err != nil {
 		return 0, fmt.Errorf("CPU time of node %s's proxy: %w", name, err)
 	}
-	d, err := ParseProcStat(b)
+	d, err := procstat.ParseProcStat(b)
 	if err != nil {
 		return 0, fmt.Errorf("CPU time of node %s's proxy (pid %d): %w", name, pid, err)
 	}

@@ -4,7 +4,7 @@
 // liveness prober, CPU and request counters sampled on one tick grid, and a
 // bounded, seeded chaos schedule. It writes what the graders read (a
 // manifest, Prometheus query_range counters, vegeta results) into one run
-// folder; soak/cmd/aether-soak grades it.
+// folder; reports/cmd/aether-soak grades it.
 package run
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/procstat"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 // NetnsProvider brings up the embedded netns cluster (rigs/node) from the
@@ -23,6 +24,12 @@ type NetnsProvider struct {
 }
 
 func (NetnsProvider) Name() string { return Netns }
+
+// Binaries hashes the mesh binaries in p.Bin.Dir, which every cluster of
+// this provider runs.
+func (p NetnsProvider) Binaries() (map[string]string, error) {
+	return results.HashBinaries(p.Bin.Dir, node.MeshBinaries...)
+}
 
 func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
 	nc := node.Config{Scenario: cfg.Scenario, Mode: cfg.Mode, Bin: p.Bin, RunDir: cfg.RunDir, Logf: cfg.Logf}

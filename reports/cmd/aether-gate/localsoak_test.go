@@ -78,7 +78,7 @@ func localSoak(t *testing.T, dir, revision string) {
 	}
 	t.Setenv(results.EnvRevision, revision)
 	t.Setenv(results.EnvDirty, "false")
-	g.Build = results.Stamp()
+	g.Build = results.Stamp(nil)
 	if err := render.WriteSoak(filepath.Join(dir, "soaks", "local"), g, nil); err != nil {
 		t.Fatal(err)
 	}

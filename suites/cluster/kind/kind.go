@@ -124,6 +124,8 @@ type setup struct {
 	provider *kindcluster.Provider
 	created  bool
 	tarballs []string
+	// binaries is the sha256 of each mesh binary baked into the images.
+	binaries map[string]string
 }
 
 func (s *setup) kubeconfig() string { return filepath.Join(s.opts.Artifacts, "kubeconfig") }
@@ -166,7 +168,7 @@ func (s *setup) buildImages(ctx context.Context, _ *envconf.Config) (context.Con
 	}
 	// Results name the exact mesh binaries they judged (rigs/results):
 	// on kind, the ones baked into the images.
-	if err := results.RecordBinaries(binDir, "aether-cni", "aether-agent", "aether-proxy"); err != nil {
+	if s.binaries, err = results.HashBinaries(binDir, node.MeshBinaries...); err != nil {
 		return ctx, err
 	}
 	for _, img := range images.All() {
@@ -220,7 +222,7 @@ func (s *setup) installMesh(ctx context.Context, _ *envconf.Config) (context.Con
 	if err := k.installMesh(ctx, values(manifests.Defaults().Mode)); err != nil {
 		return ctx, err
 	}
-	current = &Provider{k: k, workers: workers, nodes: all}
+	current = &Provider{k: k, workers: workers, nodes: all, binaries: s.binaries}
 	return ctx, nil
 }
 

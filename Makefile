@@ -54,7 +54,7 @@ help:
 	@echo "make clean   remove bin/ and what gate, suites, soak and report wrote under reports/"
 
 build:
-	$(GO) build -o bin/ ./mesh/cmd/... ./rigs/cmd/... ./soak/cmd/... ./reports/cmd/... ./suites/cmd/...
+	$(GO) build -o bin/ ./mesh/cmd/... ./rigs/cmd/... ./reports/cmd/... ./suites/cmd/...
 
 vet:
 	$(GO) vet ./...
@@ -72,7 +72,7 @@ gate:
 	@if [ -n "$(SOAK)" ] && [ ! -f "$(SOAK)" ]; then \
 		echo "make gate: SOAK=$(SOAK): no such manifest; nothing was run"; exit 2; fi
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
-	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./soak/cmd/aether-soak
+	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./reports/cmd/aether-soak
 	@GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
 		> $(REPORTS)/suites.log 2>&1; echo $$? > $(REPORTS)/suites.rc; \
 		echo "suite packages exited $$(cat $(REPORTS)/suites.rc) (log: $(REPORTS)/suites.log)"
@@ -116,13 +116,13 @@ kind-check:
 	@bin/aether-kind-check
 
 soak:
-	$(GO) run ./soak/cmd/aether-soak grade-all fixtures/soaks
+	$(GO) run ./reports/cmd/aether-soak grade-all fixtures/soaks
 
 # A local soak: built (a go run would add its own exit line), run, graded
 # into reports/runs/<run>/ beside the index. It exits 1 when the soak did
 # not pass, naming the gates.
 soak-run soak-smoke:
-	@$(GO) build -o bin/ ./soak/cmd/aether-soak
+	@$(GO) build -o bin/ ./reports/cmd/aether-soak
 	bin/aether-soak run -duration $(if $(filter soak-smoke,$@),$(SOAK_SMOKE_DURATION),$(SOAK_DURATION)) $(SOAK_RUN_ARGS)
 
 report:

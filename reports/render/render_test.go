@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/fixtures/golden"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,8 +17,8 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
-	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/netns"
+	"github.com/aether-mesh/aether/rigs/results"
 	"sigs.k8s.io/yaml"
 )
 
@@ -66,6 +67,9 @@ type Cluster struct {
 	scenario registry.Scenario
 	procs    []*proc
 	closed   bool
+	// hashes is the sha256 of each mesh binary the cluster runs, by name,
+	// hashed as it came up.
+	hashes map[string]string
 }
 
 // Node is one node namespace.
@@ -152,9 +156,9 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.binaries(); err != nil {
 		return c, err
 	}
-	// Results name the exact mesh binaries they judged (reports/results).
+	// Results name the exact mesh binaries they judged (rigs/results).
 	if c.Mode != NoMesh {
-		if err := results.RecordBinaries(c.cfg.Bin.Dir, "aether-cni", "aether-agent", "aether-proxy"); err != nil {
+		if c.hashes, err = results.HashBinaries(c.cfg.Bin.Dir, MeshBinaries...); err != nil {
 			return c, err
 		}
 	}
@@ -259,6 +263,13 @@ func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 
 // Pods returns the pods in scenario order.
 func (c *Cluster) Pods() []*Pod { return append([]*Pod(nil), c.pods...) }
+
+// MeshBinaries are the mesh binaries a cluster runs, by file name.
+var MeshBinaries = []string{"aether-cni", "aether-agent", "aether-proxy"}
+
+// BinaryHashes is the sha256 of each mesh binary the cluster runs, by name,
+// hashed as it came up (none with NoMesh), for a result's build stamp.
+func (c *Cluster) BinaryHashes() map[string]string { return maps.Clone(c.hashes) }
 
 // Pod returns the pod namespace/name, or nil.
 func (c *Cluster) Pod(namespace, name string) *Pod {

@@ -12,16 +12,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
 
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
-// The models a run produces live in reports/results, where the release
+// The models a run produces live in rigs/results, where the release
 // gate loads them; these names keep the runner's vocabulary.
 type (
 	Role       = results.Role
@@ -73,6 +74,9 @@ type Suite struct {
 	Name    string
 	Subject string
 	Cases   []Case
+	// Binaries is the sha256 of each binary the suite's clusters run, by
+	// name (results.HashBinaries), for the result's build stamp.
+	Binaries map[string]string
 }
 
 // Run measures every control, then every subject, and derives the verdict.
@@ -101,7 +105,7 @@ func Run(ctx context.Context, s Suite) Result {
 		res.Interrupted = context.Cause(ctx).Error()
 	}
 	res.Finished = time.Now().UTC()
-	stamp(&res)
+	stamp(&res, s.Binaries)
 	res.Verdict, res.Reason = results.Decide(res)
 	return res
 }
@@ -113,7 +117,7 @@ func Run(ctx context.Context, s Suite) Result {
 func (s Suite) CouldNotStart(cause error) Result {
 	now := time.Now().UTC()
 	res := Result{Suite: s.Name, Subject: s.Subject, Started: now, Finished: now, CouldNotStart: cause.Error()}
-	stamp(&res)
+	stamp(&res, s.Binaries)
 	res.Verdict, res.Reason = results.Decide(res)
 	return res
 }
@@ -132,23 +136,33 @@ func (s Suite) Setup(setup func() error) error {
 	return err
 }
 
-var recordSelf sync.Once
+// self is the running executable's name and sha256, hashed once: suites
+// that run the mesh in-process (phase0, cni-capture) ran the code linked
+// into it.
+var self = sync.OnceValue(func() map[string]string {
+	// Best effort: a stamp without this entry still names the build, and
+	// out-of-process binaries are hashed (and fail) by their runners.
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	sums, err := results.HashBinaries(filepath.Dir(exe), filepath.Base(exe))
+	if err != nil {
+		return nil
+	}
+	return map[string]string{"self:" + filepath.Base(exe): sums[filepath.Base(exe)]}
+})
 
-// stamp records where the suite ran and the build it judged. It runs at
-// the end so that binaries the cases recorded are in the stamp. The
-// running executable is recorded too: suites that run the mesh in-process
-// (phase0, cni-capture) ran the code linked into it.
-func stamp(r *Result) {
-	recordSelf.Do(func() {
-		// Best effort: a stamp without this entry still names the build,
-		// and out-of-process binaries are recorded (and fail) by their
-		// runners.
-		if exe, err := os.Executable(); err == nil {
-			_ = results.RecordBinary("self:"+filepath.Base(exe), exe)
-		}
-	})
+// stamp records where the suite ran and the build it judged: the binaries
+// its clusters ran and the running executable.
+func stamp(r *Result, binaries map[string]string) {
+	all := maps.Clone(binaries)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, self())
 	r.Hostname, _ = os.Hostname()
-	r.Build = results.Stamp()
+	r.Build = results.Stamp(all)
 }
 
 func runCase(ctx context.Context, c Case) (row CaseResult) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 func obs(s string) func(context.Context) (Observation, error) {
@@ -175,5 +175,31 @@ func TestInterruptedRunIsNotJudged(t *testing.T) {
 	}
 	if problems := results.CheckSuite("udproute.json", r); len(problems) > 0 {
 		t.Fatalf("the gate disagrees with the runner: %v", problems)
+	}
+}
+
+// TestStampNamesTheSuitesBinaries: a result names the binaries its own
+// suite was given and the running executable, and nothing another suite of
+// the same process ran.
+func TestStampNamesTheSuitesBinaries(t *testing.T) {
+	cases := []Case{{Name: "s", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")}}
+	const sum = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	a := Run(context.Background(), Suite{Name: "a", Subject: "x", Cases: cases, Binaries: map[string]string{"aether-agent": sum}})
+	if got := a.Build.Binaries["aether-agent"]; got != sum {
+		t.Fatalf("suite a's stamp: aether-agent %q, want %q (%v)", got, sum, a.Build.Binaries)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Build.Binaries["self:"+filepath.Base(exe)] == "" {
+		t.Errorf("suite a's stamp has no entry for the running executable: %v", a.Build.Binaries)
+	}
+	b := Run(context.Background(), Suite{Name: "b", Subject: "x", Cases: cases})
+	if got, ok := b.Build.Binaries["aether-agent"]; ok {
+		t.Errorf("suite b ran no aether-agent, yet its stamp names one: %q", got)
+	}
+	if c := (Suite{Name: "c", Binaries: map[string]string{"aether-proxy": sum}}).CouldNotStart(errors.New("x")); c.Build.Binaries["aether-proxy"] != sum {
+		t.Errorf("a suite that could not start lost its binaries: %v", c.Build.Binaries)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/evidence"
 	"github.com/aether-mesh/aether/soak/manifest"
 )

@@ -4,7 +4,7 @@
 // liveness prober, CPU and request counters sampled on one tick grid, and a
 // bounded, seeded chaos schedule. It writes what the graders read (a
 // manifest, Prometheus query_range counters, vegeta results) into one run
-// folder; soak/cmd/aether-soak grades it.
+// folder; reports/cmd/aether-soak grades it.
 package run
 
 import (
@@ -92,6 +92,9 @@ type Result struct {
 	Partial string
 	// Missed counts failed scrapes (their counters carried over the tick).
 	Missed map[string]int
+	// Binaries is the sha256 of each mesh binary the soak ran, by name,
+	// for the grade's build stamp.
+	Binaries map[string]string
 }
 
 // ChaosKinds are the chaos steps a schedule draws from.
@@ -157,7 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := c.Close(); err != nil {
 		partial = joinWhy(partial, fmt.Sprintf("the cluster's teardown failed: %v", err))
 	}
-	return s.write(spans, end, partial)
+	res, err := s.write(spans, end, partial)
+	if res != nil {
+		res.Binaries = c.BinaryHashes()
+	}
+	return res, err
 }
 
 // Check refuses a configuration the run could not grade or could not

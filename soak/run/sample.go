@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/rigs/node"
-	"github.com/aether-mesh/aether/suites/cluster"
+	"github.com/aether-mesh/aether/rigs/procstat"
 )
 
 // The proxy's and agent's own counters the sampler reads.
@@ -173,7 +173,7 @@ func (s *Sampler) readCPU(ns *nodeState, current int) time.Duration {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		alive := err == nil && !zombie(stat)
 		if alive {
-			if cpu, err := cluster.ParseProcStat(stat); err == nil {
+			if cpu, err := procstat.ParseProcStat(stat); err == nil {
 				ns.cpu[pid] = cpu
 			}
 		}

@@ -97,6 +97,9 @@ type EchoTLS struct {
 type Provider interface {
 	Name() string
 	Up(ctx context.Context, cfg Config) (Cluster, error)
+	// Binaries is the sha256 of each mesh binary the provider's clusters
+	// run, by name, for the results' build stamp.
+	Binaries() (map[string]string, error)
 }
 
 // Pod is one of the scenario's pods. Node is the scenario's node name; IP

@@ -13,6 +13,8 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/procstat"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 // NetnsProvider brings up the embedded netns cluster (rigs/node) from the
@@ -22,6 +24,12 @@ type NetnsProvider struct {
 }
 
 func (NetnsProvider) Name() string { return Netns }
+
+// Binaries hashes the mesh binaries in p.Bin.Dir, which every cluster of
+// this provider runs.
+func (p NetnsProvider) Binaries() (map[string]string, error) {
+	return results.HashBinaries(p.Bin.Dir, node.MeshBinaries...)
+}
 
 func (p NetnsProvider) Up(ctx context.Context, cfg Config) (Cluster, error) {
 	nc := node.Config{Scenario: cfg.Scenario, Mode: cfg.Mode, Bin: p.Bin, RunDir: cfg.RunDir, Logf: cfg.Logf}
@@ -141,7 +149,7 @@ func (n *netnsCluster) ProxyCPU(_ context.Context, name string) (time.Duration, 
 	if err != nil {
 		return 0, fmt.Errorf("CPU time of node %s's proxy: %w", name, err)
 	}
-	d, err := ParseProcStat(b)
+	d, err := procstat.ParseProcStat(b)
 	if err != nil {
 		return 0, fmt.Errorf("CPU time of node %s's proxy (pid %d): %w", name, pid, err)
 	}

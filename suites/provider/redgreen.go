@@ -36,6 +36,12 @@ func RedGreen[R Rig](suite redgreen.Suite, newRig func() (R, error), cases func(
 		err := suite.Setup(func() (err error) {
 			r, err = newRig()
 			up = err == nil
+			if err != nil {
+				return err
+			}
+			// The stamp names the mesh binaries the clusters run, hashed
+			// before any case runs.
+			suite.Binaries, err = r.Provider().Binaries()
 			return err
 		})
 		if !up || r.Provider().Name() == cluster.Netns {

@@ -9,7 +9,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 	soakrun "github.com/aether-mesh/aether/soak/run"
@@ -78,7 +78,7 @@ func localSoak(t *testing.T, dir, revision string) {
 	}
 	t.Setenv(results.EnvRevision, revision)
 	t.Setenv(results.EnvDirty, "false")
-	g.Build = results.Stamp()
+	g.Build = results.Stamp(nil)
 	if err := render.WriteSoak(filepath.Join(dir, "soaks", "local"), g, nil); err != nil {
 		t.Fatal(err)
 	}

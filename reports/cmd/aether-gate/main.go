@@ -31,7 +31,7 @@ import (
 	"strings"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 // config is what the flags ask for.

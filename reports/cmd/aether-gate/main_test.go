@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/results"
 	"sigs.k8s.io/yaml"
 )
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -31,9 +32,14 @@ type Provider struct {
 	// nodes are the kind nodes by name, for a command on the node itself
 	// (a process's CPU time).
 	nodes map[string]nodes.Node
+	// binaries is the sha256 of each mesh binary baked into the images.
+	binaries map[string]string
 }
 
 func (*Provider) Name() string { return cluster.Kind }
+
+// Binaries is the hashes of the mesh binaries the images were built from.
+func (p *Provider) Binaries() (map[string]string, error) { return maps.Clone(p.binaries), nil }
 
 // Up installs the mesh in cfg.Mode and the scenario's workloads, and waits
 // until every backend has said it is ready and every node's proxy serves a

@@ -31,11 +31,11 @@ import (
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/reports/results"
 	"github.com/aether-mesh/aether/rigs/images"
 	"github.com/aether-mesh/aether/rigs/kind/envcheck"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 // Environment variables a kind run reads.
@@ -126,6 +126,8 @@ type setup struct {
 	provider *kindcluster.Provider
 	created  bool
 	tarballs []string
+	// binaries is the sha256 of each mesh binary baked into the images.
+	binaries map[string]string
 }
 
 func (s *setup) kubeconfig() string { return filepath.Join(s.opts.Artifacts, "kubeconfig") }
@@ -189,9 +191,9 @@ func (s *setup) buildImages(ctx context.Context, _ *envconf.Config) (context.Con
 	if err := images.BuildBinaries(root, binDir, names...); err != nil {
 		return ctx, err
 	}
-	// Results name the exact mesh binaries they judged (reports/results):
+	// Results name the exact mesh binaries they judged (rigs/results):
 	// on kind, the ones baked into the images.
-	if err := results.RecordBinaries(binDir, "aether-cni", "aether-agent", "aether-proxy"); err != nil {
+	if s.binaries, err = results.HashBinaries(binDir, node.MeshBinaries...); err != nil {
 		return ctx, err
 	}
 	for _, img := range images.All() {
@@ -245,7 +247,7 @@ func (s *setup) installMesh(ctx context.Context, _ *envconf.Config) (context.Con
 	if err := k.installMesh(ctx, values(manifests.Defaults().Mode)); err != nil {
 		return ctx, err
 	}
-	current = &Provider{k: k, workers: workers, nodes: all}
+	current = &Provider{k: k, workers: workers, nodes: all, binaries: s.binaries}
 	return ctx, nil
 }
 

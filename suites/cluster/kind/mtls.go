@@ -13,6 +13,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
+	"github.com/aether-mesh/aether/rigs/procstat"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -85,7 +86,7 @@ func oneProxyCPU(stats []byte, kindNode string) (time.Duration, error) {
 	if len(lines) != 1 {
 		return 0, fmt.Errorf("%d aether-proxy processes on %s, want 1", len(lines), kindNode)
 	}
-	d, err := cluster.ParseProcStat(lines[0])
+	d, err := procstat.ParseProcStat(lines[0])
 	if err != nil {
 		return 0, fmt.Errorf("the proxy's CPU time on %s: %w", kindNode, err)
 	}

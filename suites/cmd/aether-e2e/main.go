@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// The environment a kind run gives the suite packages (reports/results,
+// The environment a kind run gives the suite packages (rigs/results,
 // suites/cluster, suites/cluster/kind; main_test.go holds them equal). The
 // names are spelled here so this command imports none of those packages:
 // it must build and report a missing engine in seconds, before anything

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/suites/cluster"
 	"github.com/aether-mesh/aether/suites/cluster/kind"
 )

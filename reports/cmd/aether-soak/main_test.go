@@ -187,7 +187,7 @@ func TestGradeRunFilesTheGradeTheIndexAndTheGateCopy(t *testing.T) {
 	}
 	gateOut := filepath.Join(t.TempDir(), "soaks")
 	var stdout, stderr bytes.Buffer
-	if code := gradeRun(filepath.Join(runs, "night-1", "manifest.yaml"), runs, gateOut, &stdout, &stderr); code != 0 {
+	if code := gradeRun(filepath.Join(runs, "night-1", "manifest.yaml"), runs, gateOut, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 	for _, f := range []string{

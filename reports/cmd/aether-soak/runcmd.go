@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	soakrun "github.com/aether-mesh/aether/soak/run"
 )
@@ -56,7 +56,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return misuse(stderr, "run takes flags only, got %q", fs.Arg(0))
 	}
 	cfg.AgentFlags = flags
-	build := results.Stamp()
+	build := results.Stamp(nil)
 	cfg.Build = build.Revision
 	if cfg.Build == "" {
 		cfg.Build = "unknown"
@@ -83,19 +83,19 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if res.Partial != "" {
 		fmt.Fprintf(stderr, "aether-soak: PARTIAL: %s\n", res.Partial)
 	}
-	return gradeRun(res.Manifest, cfg.Out, *gateOut, stdout, stderr)
+	return gradeRun(res.Manifest, cfg.Out, *gateOut, res.Binaries, stdout, stderr)
 }
 
 // gradeRun grades a run into its own folder, updates the index beside the
 // run folders and, with gateOut, files the grade for aether-gate.
-func gradeRun(path, out, gateOut string, stdout, stderr io.Writer) int {
-	g, _, err := gradeOne(path, out, nil, stdout)
+func gradeRun(path, out, gateOut string, binaries map[string]string, stdout, stderr io.Writer) int {
+	g, _, err := gradeOne(path, out, nil, binaries, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 		return 2
 	}
 	if gateOut != "" {
-		if _, _, err := gradeOne(path, gateOut, nil, io.Discard); err != nil {
+		if _, _, err := gradeOne(path, gateOut, nil, binaries, io.Discard); err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}

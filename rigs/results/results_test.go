@@ -74,14 +74,14 @@ func TestStamp(t *testing.T) {
 	t.Setenv(EnvRevision, rev)
 	for dirty, want := range map[string]bool{"false": false, "true": true, "": true, "maybe": true} {
 		t.Setenv(EnvDirty, dirty)
-		if b := Stamp(); b.Revision != rev || b.Dirty != want || b.Unknown != "" {
+		if b := Stamp(nil); b.Revision != rev || b.Dirty != want || b.Unknown != "" {
 			t.Errorf("%s=%q: got %+v, want dirty %v", EnvDirty, dirty, b, want)
 		}
 	}
 	// A test binary has no VCS stamp, so without make nothing names the
 	// revision, and the stamp says so.
 	t.Setenv(EnvRevision, "")
-	b := Stamp()
+	b := Stamp(nil)
 	if b.Revision != "" || !strings.Contains(b.Unknown, EnvRevision+" is unset") {
 		t.Errorf("unstamped: got %+v", b)
 	}
@@ -90,20 +90,26 @@ func TestStamp(t *testing.T) {
 	}
 }
 
-func TestRecordBinary(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "aether-agent")
-	if err := os.WriteFile(p, []byte("abc"), 0o755); err != nil {
+func TestHashBinaries(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "aether-agent"), []byte("abc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := RecordBinary("aether-agent", p); err != nil {
+	sums, err := HashBinaries(dir, "aether-agent")
+	if err != nil {
 		t.Fatal(err)
 	}
 	// sha256("abc"), computed independently.
 	const want = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-	if got := Stamp().Binaries["aether-agent"]; got != want {
+	if got := Stamp(sums).Binaries["aether-agent"]; got != want {
 		t.Errorf("sha256 %q, want %q", got, want)
 	}
-	err := RecordBinary("aether-proxy", filepath.Join(t.TempDir(), "missing"))
+	// A stamp names only the binaries it is given: nothing carries over
+	// from another result's.
+	if got := Stamp(nil).Binaries; got != nil {
+		t.Errorf("Stamp(nil).Binaries = %v, want none", got)
+	}
+	_, err = HashBinaries(dir, "aether-agent", "aether-proxy")
 	if err == nil || !strings.Contains(err.Error(), "aether-proxy") || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing binary: %v", err)
 	}

@@ -1,4 +1,6 @@
-package cluster
+// Package procstat reads a process's CPU time from /proc/<pid>/stat, for
+// the suites' and the soak's samplers alike.
+package procstat
 
 import (
 	"bytes"

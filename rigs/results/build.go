@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,9 +39,10 @@ type Build struct {
 
 // Stamp describes the running build: the revision make passed in, else the
 // binary's own VCS stamp (a `go build` from a checkout has one), plus the Go
-// version, the kernel and every binary recorded so far.
-func Stamp() Build {
-	b := Build{Go: runtime.Version(), Kernel: kernel(), Binaries: recorded()}
+// version, the kernel and the binaries the result judged, by name, as
+// HashBinaries returned them (nil when the run executed none).
+func Stamp(binaries map[string]string) Build {
+	b := Build{Go: runtime.Version(), Kernel: kernel(), Binaries: copyOf(binaries)}
 	if rev := os.Getenv(EnvRevision); rev != "" {
 		b.Revision = rev
 		// Anything but an explicit false is dirty: an unknown state must not
@@ -76,43 +76,28 @@ func kernel() string {
 	return string(bytes.TrimRight(u.Release[:], "\x00"))
 }
 
-var binaries = struct {
-	sync.Mutex
-	sha map[string]string
-}{sha: map[string]string{}}
-
-// RecordBinary hashes the binary at path and adds it, under name, to every
-// stamp made from now on in this process. It hashes at once: the file may
-// be rebuilt or removed before a result is written.
-func RecordBinary(name, path string) error {
-	sum, err := sha256File(path)
-	if err != nil {
-		return fmt.Errorf("failed to record binary %s: %w", name, err)
-	}
-	binaries.Lock()
-	defer binaries.Unlock()
-	binaries.sha[name] = sum
-	return nil
-}
-
-// RecordBinaries records each named binary in dir, as RecordBinary does.
-func RecordBinaries(dir string, names ...string) error {
+// HashBinaries returns the sha256 of each named binary in dir, by name, for
+// the Stamp of a result that judged them. Callers hash when they start the
+// binaries, not when they write the result: the files may be rebuilt or
+// removed in between.
+func HashBinaries(dir string, names ...string) (map[string]string, error) {
+	out := make(map[string]string, len(names))
 	for _, n := range names {
-		if err := RecordBinary(n, filepath.Join(dir, n)); err != nil {
-			return err
+		sum, err := sha256File(filepath.Join(dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("failed to record binary %s: %w", n, err)
 		}
+		out[n] = sum
 	}
-	return nil
+	return out, nil
 }
 
-func recorded() map[string]string {
-	binaries.Lock()
-	defer binaries.Unlock()
-	if len(binaries.sha) == 0 {
+func copyOf(m map[string]string) map[string]string {
+	if len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(binaries.sha))
-	for k, v := range binaries.sha {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
 		out[k] = v
 	}
 	return out

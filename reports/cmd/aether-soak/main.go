@@ -24,7 +24,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/reports/render"
-	"github.com/aether-mesh/aether/reports/results"
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
@@ -72,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
 		}
-		g, _, err := gradeOne(fs.Arg(0), *out, suites, stdout)
+		g, _, err := gradeOne(fs.Arg(0), *out, suites, nil, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 			return 2
@@ -104,7 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(tw, "soak\tverdict\treport\treason")
 		code := 0
 		for _, m := range manifests {
-			g, report, err := gradeOne(m, *out, nil, io.Discard)
+			g, report, err := gradeOne(m, *out, nil, nil, io.Discard)
 			if err != nil {
 				fmt.Fprintf(stderr, "aether-soak: %v\n", err)
 				code = 2
@@ -143,7 +143,9 @@ func rowReason(g *grade.Grade) string {
 
 // gradeOne grades the soak at path, writes its report into root/<folder>
 // (manifest.Folder) and returns the grade and the report page's path.
-func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*grade.Grade, string, error) {
+// binaries are the hashes of the mesh binaries the soak ran, when this
+// process ran it (nil for a recorded soak).
+func gradeOne(path, root string, suites []results.Result, binaries map[string]string, stdout io.Writer) (*grade.Grade, string, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
 		return nil, "", err
@@ -153,7 +155,7 @@ func gradeOne(path, root string, suites []results.Result, stdout io.Writer) (*gr
 		return nil, "", err
 	}
 	// The release gate takes a grade only from the build it gates.
-	g.Build = results.Stamp()
+	g.Build = results.Stamp(binaries)
 	folder, err := m.Folder()
 	if err != nil {
 		return nil, "", err

@@ -245,17 +245,45 @@ func keysFromSecret(p *versionParams, secret []byte) (*initialKeys, error) {
 }
 
 // expandLabel is TLS 1.3's HKDF-Expand-Label with an empty context
-// (RFC 8446 §7.1), as QUIC uses it.
+// (RFC 8446 §7.1), as QUIC uses it. The labels are few and fixed, so
+// their HkdfLabel encodings are built once.
 func expandLabel(secret []byte, label string, n int) ([]byte, error) {
-	var b cryptobyte.Builder
-	b.AddUint16(uint16(n))
-	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte("tls13 " + label)) })
-	b.AddUint8LengthPrefixed(func(*cryptobyte.Builder) {})
-	out, err := hkdf.Expand(sha256.New, secret, string(b.BytesOrPanic()), n)
+	out, err := hkdf.Expand(sha256.New, secret, hkdfLabel(label, n), n)
 	if err != nil {
 		return nil, fmt.Errorf("HKDF-Expand-Label %q: %w", label, err)
 	}
 	return out, nil
+}
+
+// hkdfLabels are the HkdfLabel encodings of the few fixed labels.
+var hkdfLabels = func() map[string]string {
+	m := map[string]string{}
+	for _, l := range []struct {
+		label string
+		n     int
+	}{
+		{"client in", sha256.Size},
+		{paramsV1.keyLabel, 16}, {paramsV1.ivLabel, 12}, {paramsV1.hpLab, 16},
+		{paramsV2.keyLabel, 16}, {paramsV2.ivLabel, 12}, {paramsV2.hpLab, 16},
+	} {
+		m[l.label] = encodeHKDFLabel(l.label, l.n)
+	}
+	return m
+}()
+
+func hkdfLabel(label string, n int) string {
+	if info, ok := hkdfLabels[label]; ok && int(info[0])<<8|int(info[1]) == n {
+		return info
+	}
+	return encodeHKDFLabel(label, n)
+}
+
+func encodeHKDFLabel(label string, n int) string {
+	var b cryptobyte.Builder
+	b.AddUint16(uint16(n))
+	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte("tls13 " + label)) })
+	b.AddUint8LengthPrefixed(func(*cryptobyte.Builder) {})
+	return string(b.BytesOrPanic())
 }
 
 // open removes header protection from the long-header packet p (which it

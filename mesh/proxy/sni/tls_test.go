@@ -152,3 +152,5 @@ func FuzzClientHello(f *testing.F) {
 		}
 	})
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -73,11 +73,14 @@ type QUICOptions struct {
 // long-header reply (Retry, Initial, Handshake), which the client then
 // uses as its DCID, so a short-header packet from a new address is
 // matched by the prefix of a learned CID's length, and the flow moves to
-// that address (NAT rebinding; a client's own migration to a fresh CID it
-// was given encrypted cannot be followed, nor can any forwarder's without
-// the server's help). A short header on a flow's address with a DCID not
-// yet learned is learned too, so a later rebinding after a CID change is
-// still followed. Like any NAT, a packet spoofed with a flow's CID moves
+// that address (NAT rebinding). A short header on a flow's address with
+// a DCID not yet learned is learned too: clients move to a CID the server
+// issued in an (encrypted) NEW_CONNECTION_ID, quic-go right after the
+// handshake, and a rebinding after the first packet with it is followed.
+// A client that rebinds before it ever used its new CID from a known
+// address, or migrates on purpose to a fresh CID, cannot be followed by
+// any forwarder without the server's help (a CID scheme such as QUIC-LB's
+// that encodes the route). Like any NAT, a packet spoofed with a flow's CID moves
 // its replies until the real client speaks again; the server's path
 // validation is what protects the connection.
 //

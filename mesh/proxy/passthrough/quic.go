@@ -248,6 +248,8 @@ func (q *QUIC) handle(b []byte, addr netip.AddrPort) {
 	}
 	defer q.mu.Unlock()
 	switch {
+	case q.closed:
+		// Close has taken every flow; make no new one.
 	case f == nil:
 		q.newFlowLocked(b, addr)
 	case f.state == stateRejected:

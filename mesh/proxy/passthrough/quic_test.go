@@ -266,6 +266,9 @@ func TestQUICFlowCap(t *testing.T) {
 	if active, pending := fw.Flows(); active != 0 || pending != 0 {
 		t.Fatalf("after expiry: active %d pending %d", active, pending)
 	}
+	if fw.event(EventExpired) != 1 {
+		t.Errorf("expired = %v, want the idle flow", fw.event(EventExpired))
+	}
 	c1.CloseWithError(0, "")
 
 	hello, err := snitest.QUICClientHello(nameA)
@@ -412,5 +415,40 @@ func TestQUIC0RTT(t *testing.T) {
 	}
 	if !strings.HasPrefix(recs[1].sni, "a.") {
 		t.Errorf("sni %q", recs[1].sni)
+	}
+}
+
+// TestQUICPendingBytes: a waiting flow holds its 0-RTT datagrams up to
+// MaxPendingBytes and drops the rest, counted.
+func TestQUICPendingBytes(t *testing.T) {
+	p := newPKI(t, nameA)
+	a := newQUICServer(t, p, nameA, serverOpts{})
+	fw := newForwarder(t, QUICOptions{MaxPendingBytes: 4000}, a)
+	hello, err := snitest.QUICClientHello(nameA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcid, dgs, err := snitest.Initials(sni.Version1, hello, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(fw.addrPort()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(dgs[0]) // 1200 bytes held
+	zeroRTT := append([]byte{0xd0, 0, 0, 0, 1, byte(len(dcid))}, dcid...)
+	zeroRTT = append(zeroRTT, 0, 0x40|1000>>8, 1000&0xff)
+	zeroRTT = append(zeroRTT, make([]byte, 1000)...)
+	for range 5 {
+		c.Write(zeroRTT) // 1015 bytes each: two fit under 4000, three do not
+	}
+	waitFor(t, "the overflow counted", func() bool { return fw.dropped(DropPendingBytes) == 3 })
+	if fw.event(EventHeld) != 2 {
+		t.Errorf("held = %v, want 2", fw.event(EventHeld))
+	}
+	if _, pending := fw.Flows(); pending != 1 {
+		t.Errorf("pending = %d", pending)
 	}
 }

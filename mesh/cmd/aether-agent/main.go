@@ -4,7 +4,7 @@
 //
 //	aether-agent --node node-a --registry-file scenario.yaml \
 //	    --handoff-socket /run/aether/cni.sock \
-//	    --listen unix:///run/aether/xds.sock --metrics-addr 127.0.0.1:15090 \
+//	    --listen unix:///run/aether/agent.sock --metrics-addr 127.0.0.1:15090 \
 //	    --state-dir /var/lib/aether-agent --capture-mode tproxy
 //
 // With --handoff-socket, a pod's netns path comes only from the CNI's

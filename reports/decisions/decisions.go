@@ -172,23 +172,38 @@ func (e Entry) Missing() []string {
 }
 
 var (
-	// archRefRe is a citation of an ARCHITECTURE.md section:
-	// ARCHITECTURE.md, "The data path" (or without the comma).
-	archRefRe = regexp.MustCompile(`ARCHITECTURE\.md,? "([^"]{1,80})"`)
+	// docRefRe is a citation of a section of one of the repository's
+	// documents by path from the root: ARCHITECTURE.md, "The data path";
+	// rigs/README.md, "The embedded netns cluster" (the comma optional).
+	// A bare "README" is the root's README.md.
+	docRefRe = regexp.MustCompile(`\b((?:[a-z0-9_-]+/)*(?:ARCHITECTURE\.md|README(?:\.md)?)),? "([^"]{1,80})"`)
 	// commentJoinRe joins a Go comment's continuation lines, so that a
 	// section name wrapped over two lines is read whole.
 	commentJoinRe = regexp.MustCompile(`\n[ \t]*// ?`)
 )
 
-// SectionRefs returns the ARCHITECTURE.md sections a file cites. The line
-// is the one the citation starts on.
-func SectionRefs(file string, src []byte) []Citation {
+// SectionRef is a citation of a document's section.
+type SectionRef struct {
+	File string
+	Line int
+	// Doc is the cited document, by path from the repository root.
+	Doc     string
+	Section string
+}
+
+// SectionRefs returns the document sections a file cites. The line is the
+// one the citation starts on.
+func SectionRefs(file string, src []byte) []SectionRef {
 	joined, flat := unwrap(src)
-	var out []Citation
-	for _, m := range archRefRe.FindAllStringSubmatchIndex(flat, -1) {
+	var out []SectionRef
+	for _, m := range docRefRe.FindAllStringSubmatchIndex(flat, -1) {
 		line := 1 + strings.Count(joined[:m[0]], "\n")
-		name := strings.Join(strings.Fields(flat[m[2]:m[3]]), " ")
-		out = append(out, Citation{file, line, name})
+		name := strings.Join(strings.Fields(flat[m[4]:m[5]]), " ")
+		doc := flat[m[2]:m[3]]
+		if strings.HasSuffix(doc, "README") {
+			doc += ".md"
+		}
+		out = append(out, SectionRef{file, line, doc, name})
 	}
 	return out
 }

@@ -124,25 +124,32 @@ func TestEveryCitedTagHasAnEntry(t *testing.T) {
 	}
 }
 
-// TestEveryARCHITECTURESectionCitedExists: a comment that sends the reader
-// to a quoted section of ARCHITECTURE.md finds that heading there.
-func TestEveryARCHITECTURESectionCitedExists(t *testing.T) {
-	arch, err := os.ReadFile(filepath.Join(root(t), "ARCHITECTURE.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	headings := Headings(arch)
+// TestEveryCitedSectionExists: a comment or document that sends the reader
+// to a quoted section of ARCHITECTURE.md or of a README finds that heading
+// in that file.
+func TestEveryCitedSectionExists(t *testing.T) {
+	r := root(t)
+	headings := map[string][]string{}
 	n := 0
 	tree(t, func(rel string, src []byte) {
 		for _, c := range SectionRefs(rel, src) {
 			n++
-			if !HasSection(headings, c.Tag) {
-				t.Errorf("%s:%d: cites ARCHITECTURE.md section %q, which ARCHITECTURE.md has no heading for", c.File, c.Line, c.Tag)
+			h, ok := headings[c.Doc]
+			if !ok {
+				md, err := os.ReadFile(filepath.Join(r, filepath.FromSlash(c.Doc)))
+				if err != nil {
+					t.Errorf("%s:%d: cites %s, which the repository does not hold (%v)", c.File, c.Line, c.Doc, err)
+				}
+				h = Headings(md)
+				headings[c.Doc] = h
+			}
+			if !HasSection(h, c.Section) {
+				t.Errorf("%s:%d: cites %s section %q, which %s has no heading for", c.File, c.Line, c.Doc, c.Section, c.Doc)
 			}
 		}
 	})
 	if n == 0 {
-		t.Error("no ARCHITECTURE.md section is cited anywhere: the scanner no longer reads the tree")
+		t.Error("no document section is cited anywhere: the scanner no longer reads the tree")
 	}
 }
 
@@ -204,9 +211,9 @@ func TestCites(t *testing.T) {
 }
 
 func TestSectionRefs(t *testing.T) {
-	src := []byte("// see (ARCHITECTURE.md, \"The mTLS\n\t// HTTP/2 path\") and\n// ARCHITECTURE.md \"Nowhere\".\n")
+	src := []byte("// see (ARCHITECTURE.md, \"The mTLS\n\t// HTTP/2 path\") and\n// rigs/README.md \"Nowhere\".\n")
 	got := SectionRefs("x.go", src)
-	want := []Citation{{"x.go", 1, "The mTLS HTTP/2 path"}, {"x.go", 3, "Nowhere"}}
+	want := []SectionRef{{"x.go", 1, "ARCHITECTURE.md", "The mTLS HTTP/2 path"}, {"x.go", 3, "rigs/README.md", "Nowhere"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("SectionRefs = %v, want %v", got, want)
 	}

@@ -15,8 +15,8 @@ import (
 const (
 	// ReasonWeightedSplit: more than one live backend with a non-zero weight.
 	// udp_proxy's only route action is Route{cluster}; there is no weighted
-	// action in any version (038 "Why #873's fix cannot work"), so the rule
-	// collapses onto its tie-break winner.
+	// action in any version (docs/decisions, 038 "Why #873's fix cannot
+	// work"), so the rule collapses onto its tie-break winner.
 	ReasonWeightedSplit = "weighted_split"
 	// ReasonMultipleRules: UDP rules carry no match, so only the first rule
 	// of a route can ever apply.

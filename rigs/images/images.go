@@ -78,14 +78,20 @@ var (
 // All is every image an e2e run loads.
 func All() []Image { return []Image{CNI, Agent, TestApp} }
 
+// ControlsTag is the build tag that compiles aether-agent's test-only
+// controls in (rigs/node.ControlsTag): the images are the suites', and
+// their controls run on kind too.
+const ControlsTag = "aethercontrols"
+
 // BuildBinaries compiles the named binaries from the module at root into
 // dir as static executables for the host's architecture (kind's nodes run
-// on the host's kernel), in one go invocation so the build cache is shared.
+// on the host's kernel), with the controls (ControlsTag), in one go
+// invocation so the build cache is shared.
 func BuildBinaries(root, dir string, names ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("failed to create bin dir %q: %w", dir, err)
 	}
-	args := []string{"build", "-trimpath", "-o", dir + string(filepath.Separator)}
+	args := []string{"build", "-trimpath", "-tags", ControlsTag, "-o", dir + string(filepath.Separator)}
 	for _, n := range names {
 		pkg, ok := Packages[n]
 		if !ok {

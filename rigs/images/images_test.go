@@ -52,6 +52,10 @@ func TestImagesReadBackFromTheirTarballs(t *testing.T) {
 	if err := BuildBinaries(moduleRoot(t), binDir, names...); err != nil {
 		t.Fatal(err)
 	}
+	// The agent image is the suites': its controls are built in.
+	if out, _ := exec.Command(filepath.Join(binDir, "aether-agent"), "-h").CombinedOutput(); !strings.Contains(string(out), "-test-only-quic-resumption") {
+		t.Errorf("the image's aether-agent -h lists no test-only control:\n%s", out)
+	}
 	for _, img := range All() {
 		t.Run(img.File, func(t *testing.T) {
 			path, err := Build(img, binDir, outDir)

@@ -54,14 +54,21 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
+// ControlsTag is the build tag that compiles aether-agent's test-only
+// controls (its --test-only-* flags and the #831 modes of --upstream-cert)
+// in. The product's default build has none; every binary the rigs build
+// has them, so every suite and soak can run its controls.
+const ControlsTag = "aethercontrols"
+
 // Build compiles the named binaries (keys of the package table: ptp, static,
 // aether-cni, aether-agent, aether-proxy, aether-node) from the module at
-// root into dir, in one go invocation so the build cache is shared.
+// root into dir, with the controls (ControlsTag), in one go invocation so
+// the build cache is shared.
 func Build(root, dir string, names ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("failed to create bin dir %q: %w", dir, err)
 	}
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	args := []string{"build", "-tags", ControlsTag, "-o", dir + string(filepath.Separator)}
 	for _, n := range names {
 		pkg, ok := binaryPackages[n]
 		if !ok {

@@ -8,7 +8,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 )
 
-// The rig's address plan (README, "The embedded netns cluster"). The ranges
+// The rig's address plan (rigs/README.md, "The embedded netns cluster"). The ranges
 // are the rig's rule, not the mesh's: they exist only inside the rig's
 // namespaces, and a scenario that strays from them would put a pod or a
 // service where the rig's routes and the suites' expectations do not look.

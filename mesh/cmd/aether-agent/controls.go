@@ -1,32 +1,42 @@
+//go:build aethercontrols
+
+// The test-only controls: built only into an aether-agent compiled with
+// -tags aethercontrols, as the rigs build it (rigs/node, rigs/images), so
+// the agent a node runs cannot emit a broken configuration or publish past
+// a config gate. nocontrols.go is the default build's side.
+
 package main
 
 import (
-	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"time"
-
-	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/identity"
 )
 
-// quicControlFlags are the TEST ONLY flags of the QUIC security controls
-// (agent.Controls): each makes the agent emit a configuration the mesh
-// must never run, so that a suite can show what it breaks.
-type quicControlFlags struct {
-	sharedCert, extraRoots            *string
-	perDownstream, resumption, noSANs *bool
-	wildcard                          *bool
+// controlsBuilt says this build carries the controls.
+const controlsBuilt = true
+
+// controlFlags are the TEST ONLY flags (agent.Controls): each makes the
+// agent emit a configuration the mesh must never run, so that a suite can
+// show what it breaks. docs/decisions names the entry each reproduces.
+type controlFlags struct {
+	refuseTwin, sharedCert, extraRoots          *string
+	unanswered, sharedEDS                       *bool
+	pruneUnfetched, dropOnRemoval               *bool
+	perDownstream, resumption, noSANs, wildcard *bool
 }
 
-func (f *quicControlFlags) register() {
+func (f *controlFlags) register() {
+	f.refuseTwin = flag.String("test-only-refuse-twin", "", "TEST ONLY: refuse this on-demand twin name whatever the registry says (a suite's refused pair)")
+	f.unanswered = flag.Bool("test-only-unanswered-refusals", false, "TEST ONLY: leave refused on-demand names unanswered, as Envoy's LinearCache does (the proxy waits out its timeout)")
+	f.sharedEDS = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
+	f.pruneUnfetched = flag.Bool("test-only-prune-unfetched-since-start", false,
+		"TEST ONLY: the pre-#1073 rule: at the end of the fetch window prune every live pair whose twin was not fetched by name since start, held and re-subscribed twins included (live twins are pruned)")
+	f.dropOnRemoval = flag.Bool("test-only-drop-pair-on-removal", false,
+		"TEST ONLY: no dormant state (pre-#1036): drop a pair whose source account leaves the node or whose destination leaves the dependency set")
 	f.sharedCert = flag.String("test-only-twin-shared-cert", "", "TEST ONLY: every twin presents this SPIFFE ID's SVID, whatever its source account (sources arrive as one)")
 	f.perDownstream = flag.Bool("test-only-twin-pool-per-downstream", false, "TEST ONLY: twins set connection_pool_per_downstream_connection, past the twin_pooling_pinned_off gate (#1021)")
 	f.resumption = flag.Bool("test-only-quic-resumption", false, "TEST ONLY: QUIC chains state enable_resumption and enable_early_data true, past the quic_r4_pinned gate (R4)")
@@ -35,9 +45,13 @@ func (f *quicControlFlags) register() {
 	f.noSANs = flag.Bool("test-only-svid-omit-dns-sans", false, "TEST ONLY: issue SVIDs without their DNS SANs (Q5: twins' name checks fail)")
 }
 
+// upstreamCertModes are the --upstream-cert values this build accepts:
+// the mesh's, and the two #831 controls.
+const upstreamCertModes = "per-source (the mesh); static (one account's SVID for every source) or unhashed-identity (per connection, but the identity out of the pool key): the two #831 controls"
+
 // roots is the extra-roots control over the agent's identity store, or
 // nil when it is off.
-func (f *quicControlFlags) roots(opts *agent.Options, log *slog.Logger) (*extraRoots, error) {
+func (f *controlFlags) roots(opts *agent.Options, log *slog.Logger) (*extraRoots, error) {
 	if *f.extraRoots == "" {
 		return nil, nil
 	}
@@ -54,83 +68,15 @@ func (f *quicControlFlags) roots(opts *agent.Options, log *slog.Logger) (*extraR
 	return newExtraRoots(*f.extraRoots, store, opts.HTTP.TrustDomain, log)
 }
 
-func (f *quicControlFlags) apply(c *agent.Controls) {
+func (f *controlFlags) apply(c *agent.Controls) {
+	c.RefuseTwin = *f.refuseTwin
+	c.UnansweredRefusals = *f.unanswered
+	c.TwinSharesBaseEDS = *f.sharedEDS
+	c.PruneUnfetchedSinceStart = *f.pruneUnfetched
+	c.DropPairOnRemoval = *f.dropOnRemoval
 	c.TwinSharedCert = *f.sharedCert
 	c.TwinPoolPerDownstream = *f.perDownstream
 	c.QUICResumption = *f.resumption
 	c.OmitDNSSANs = *f.noSANs
 	c.QUICInboundWildcard = *f.wildcard
-}
-
-// extraRoots keeps the roots in file trusted for the mesh's trust domain
-// beside the CA's own, re-reading file whenever it changes: a suite
-// revokes every SVID a root signed by emptying the file, as the removal
-// of a signing key from a trust bundle does. TEST ONLY.
-type extraRoots struct {
-	file  string
-	store *identity.Store
-	base  *x509bundle.Bundle
-	log   *slog.Logger
-	// loaded is the file's stamp when it was last read: a change made
-	// between a load and the watch's start is not missed.
-	loaded string
-}
-
-func newExtraRoots(file string, store *identity.Store, td spiffeid.TrustDomain, log *slog.Logger) (*extraRoots, error) {
-	base, err := store.GetX509BundleForTrustDomain(td)
-	if err != nil {
-		return nil, fmt.Errorf("--test-only-extra-roots: %w", err)
-	}
-	e := &extraRoots{file: file, store: store, base: base.Clone(), log: log}
-	return e, e.load()
-}
-
-// stamp is the file's size and modification time.
-func (e *extraRoots) stamp() string {
-	fi, err := os.Stat(e.file)
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
-}
-
-// load puts the CA's bundle plus the file's roots into the store.
-func (e *extraRoots) load() error {
-	e.loaded = e.stamp()
-	data, err := os.ReadFile(e.file)
-	if err != nil {
-		return fmt.Errorf("--test-only-extra-roots: %w", err)
-	}
-	b := e.base.Clone()
-	n := 0
-	for blk, rest := pem.Decode(data); blk != nil; blk, rest = pem.Decode(rest) {
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return fmt.Errorf("--test-only-extra-roots %s: %w", e.file, err)
-		}
-		b.AddX509Authority(c)
-		n++
-	}
-	e.store.PutBundle(b)
-	e.log.Warn("TEST ONLY: extra roots trusted", "file", e.file, "roots", n)
-	return nil
-}
-
-// watch reloads the file when its size or modification time moves, until
-// ctx ends.
-func (e *extraRoots) watch(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if e.stamp() != e.loaded {
-			if err := e.load(); err != nil {
-				e.log.Error("TEST ONLY: extra roots not reloaded", "err", err)
-			}
-		}
-	}
 }

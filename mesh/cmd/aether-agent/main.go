@@ -4,7 +4,7 @@
 //
 //	aether-agent --node node-a --registry-file scenario.yaml \
 //	    --handoff-socket /run/aether/cni.sock \
-//	    --listen unix:///run/aether/xds.sock --metrics-addr 127.0.0.1:15090 \
+//	    --listen unix:///run/aether/agent.sock --metrics-addr 127.0.0.1:15090 \
 //	    --state-dir /var/lib/aether-agent --capture-mode tproxy
 //
 // With --handoff-socket, a pod's netns path comes only from the CNI's
@@ -13,6 +13,11 @@
 // registry says. The Kubernetes source gives no netns paths, so with
 // --kubeconfig the handoff is always on, on handoff.DefaultSocket (the
 // CNI's default agentSocket) unless --handoff-socket names another.
+//
+// The test-only controls (--test-only-*, and the #831 modes of
+// --upstream-cert) are built in only with -tags aethercontrols, as the
+// rigs build the agent for the suites and soaks (controls.go); the default
+// build has none, so it cannot publish a configuration past a config gate.
 package main
 
 import (
@@ -61,13 +66,10 @@ func run() error {
 		transport    = flag.String("mesh-transport", string(agent.TransportAuto), "auto: HTTP/3 over per-source QUIC twins wherever eligible; h2: the HTTP/2 floor everywhere")
 		handoffSock  = flag.String("handoff-socket", "", "unix socket aether-cni hands pods over on (its agentSocket); pods' netns paths then come only from the handoff (default with --kubeconfig: "+handoff.DefaultSocket+")")
 		verbose      = flag.Bool("v", false, "debug logging")
-		refuseTwin   = flag.String("test-only-refuse-twin", "", "TEST ONLY: refuse this on-demand twin name whatever the registry says (a suite's refused pair)")
-		unanswered   = flag.Bool("test-only-unanswered-refusals", false, "TEST ONLY: leave refused on-demand names unanswered, as Envoy's LinearCache does (the proxy waits out its timeout)")
-		sharedEDS    = flag.Bool("test-only-twin-shares-base-eds", false, "TEST ONLY: give each twin its base h2 cluster's EDS name (#1008: it never warms)")
 		listen       listFlag
 		mt           mtlsFlags
 		pf           pairFlags
-		ctl          quicControlFlags
+		ctl          controlFlags
 	)
 	mt.register()
 	pf.register()
@@ -112,8 +114,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg,
-		Controls: agent.Controls{RefuseTwin: *refuseTwin, UnansweredRefusals: *unanswered, TwinSharesBaseEDS: *sharedEDS}}
+	opts := agent.Options{Node: *node, Mode: cm, StateDir: *stateDir, Transport: agent.MeshTransport(*transport), Logger: logger, Registerer: reg}
 	ctl.apply(&opts.Controls)
 	rotated, err := mt.apply(&opts)
 	if err != nil {

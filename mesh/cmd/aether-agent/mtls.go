@@ -26,7 +26,7 @@ func (f *mtlsFlags) register() {
 	f.caDir = flag.String("ca-dir", "", "directory of the embedded CA, made on first use and shared by every node's agent")
 	f.svidTTL = flag.Duration("svid-ttl", time.Hour, "SVID lifetime; each is re-issued at half of it")
 	f.accessLogDir = flag.String("access-log-dir", "/var/log/aether", "directory of the proxy's JSON access log, access-<node>.log")
-	f.upstreamCert = flag.String("upstream-cert", "per-source", "how h2 clusters choose their certificate: per-source (the mesh); static (one account's SVID for every source) or unhashed-identity (per connection, but the identity out of the pool key): the two #831 controls")
+	f.upstreamCert = flag.String("upstream-cert", "per-source", "how h2 clusters choose their certificate: "+upstreamCertModes)
 }
 
 // apply fills opts' mTLS path and returns the rotator to run, or nil when
@@ -41,10 +41,11 @@ func (f *mtlsFlags) apply(opts *agent.Options) (*identity.Rotator, error) {
 	var static, unhashed bool
 	switch *f.upstreamCert {
 	case "per-source":
-	case "static":
-		static = true
-	case "unhashed-identity":
-		unhashed = true
+	case "static", "unhashed-identity":
+		if !controlsBuilt {
+			return nil, fmt.Errorf("--upstream-cert: %q is a #831 control, built only into aether-agent -tags aethercontrols; this build has per-source alone", *f.upstreamCert)
+		}
+		static, unhashed = *f.upstreamCert == "static", *f.upstreamCert == "unhashed-identity"
 	default:
 		return nil, fmt.Errorf("--upstream-cert: %q, want per-source, static or unhashed-identity", *f.upstreamCert)
 	}

@@ -12,11 +12,10 @@ import (
 )
 
 // pairFlags are the QUIC pair lifecycle's (ARCHITECTURE.md, "Pair
-// lifecycle"), with its two test-only controls.
+// lifecycle"); its two test-only controls are controlFlags'.
 type pairFlags struct {
-	fetchWindow                   *time.Duration
-	proxyMetricsURL               *string
-	pruneUnfetched, dropOnRemoval *bool
+	fetchWindow     *time.Duration
+	proxyMetricsURL *string
 }
 
 func (f *pairFlags) register() {
@@ -24,10 +23,6 @@ func (f *pairFlags) register() {
 		"a persisted QUIC pair with no evidence of use (subscribed or held twin) this long after start is pruned with its twin; dormant pairs never are")
 	f.proxyMetricsURL = flag.String("proxy-metrics-url", "",
 		"the node proxy's loopback /metrics (http://127.0.0.1:15091/metrics), sampled every 10s and at each prune to count prunes of twins that served a request in the last minute; without it, prunes of twins with evidence of use in the last minute are counted")
-	f.pruneUnfetched = flag.Bool("test-only-prune-unfetched-since-start", false,
-		"TEST ONLY: the pre-#1073 rule: at the end of the fetch window prune every live pair whose twin was not fetched by name since start, held and re-subscribed twins included (live twins are pruned)")
-	f.dropOnRemoval = flag.Bool("test-only-drop-pair-on-removal", false,
-		"TEST ONLY: no dormant state (pre-#1036): drop a pair whose source account leaves the node or whose destination leaves the dependency set")
 }
 
 // apply sets opts' pair lifecycle, refusing a window that is not
@@ -43,8 +38,6 @@ func (f *pairFlags) apply(opts *agent.Options) error {
 		}
 		opts.ProxyMetricsURL = *f.proxyMetricsURL
 	}
-	opts.Controls.PruneUnfetchedSinceStart = *f.pruneUnfetched
-	opts.Controls.DropPairOnRemoval = *f.dropOnRemoval
 	return nil
 }
 

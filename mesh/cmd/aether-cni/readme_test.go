@@ -11,20 +11,24 @@ import (
 	"github.com/aether-mesh/aether/rigs/privileged"
 )
 
-// readmeBlock returns the first ```sh block after heading in README.md.
+// readme is the CNI's README, from the repository root.
+var readme = filepath.Join("mesh", "cni", "README.md")
+
+// readmeBlock returns the first ```sh block after heading in the CNI's
+// README.
 func readmeBlock(t *testing.T, root, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, readme))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no heading %q", heading)
+		t.Fatalf("%s has no heading %q", readme, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "```sh\n")
 	if !ok {
-		t.Fatalf("README.md has no sh block after %q", heading)
+		t.Fatalf("%s has no sh block after %q", readme, heading)
 	}
 	block, _, ok := strings.Cut(rest, "```")
 	if !ok {
@@ -33,7 +37,7 @@ func readmeBlock(t *testing.T, root, heading string) string {
 	return block
 }
 
-// TestReadmeByHand runs the README's CNI-by-hand block as written, from the
+// TestReadmeByHand runs mesh/cni/README.md's by-hand block as written, from the
 // repository root as a reader would: it must succeed, show the divert pair,
 // and leave no conf.json in the repository root.
 func TestReadmeByHand(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package h3 is the QUIC half of the mesh's east-west path: the per-pod
 // inbound HTTP/3 server on UDP 18008, beside the mTLS HTTP/2 inbound on
-// TCP 18008 (ARCHITECTURE.md, "East-west QUIC"). It runs quic-go's http3
-// server on a socket the proxy made in the pod's netns.
+// TCP 18008 (ARCHITECTURE.md, "On-demand twins", its QUIC inbound). It
+// runs quic-go's http3 server on a socket the proxy made in the pod's
+// netns.
 package h3
 
 import (

@@ -3,10 +3,11 @@
 // picks a cluster from the destination (ipi_addr, the ClusterIP under
 // mark-and-divert); a session per downstream 5-tuple holds a connected
 // upstream socket in the proxy's own (node) netns, with no SO_MARK unless
-// Options.Mark sets one (README, "The pinned numbers": in the node netns
-// kube-proxy's KUBE-FIREWALL drops 0xae7e); replies go back from the
-// listener socket with ipi_spec_dst = the original destination, so a
-// connected client accepts them (ARCHITECTURE.md, "The data path").
+// Options.Mark sets one (ARCHITECTURE.md, "The pinned numbers and marks":
+// in the node netns kube-proxy's KUBE-FIREWALL drops 0xae7e); replies go
+// back from the listener socket with ipi_spec_dst = the original
+// destination, so a connected client accepts them (ARCHITECTURE.md, "The
+// data path").
 //
 // Sessions follow Envoy's udp_proxy: the host is picked once per session,
 // the idle timer is reset by traffic in either direction, a session whose
@@ -90,7 +91,7 @@ type hooks struct {
 // datagrams (RcvbufErrors in the pod netns). 16 MiB rides out pauses of
 // about 200 ms at that rate; the memory is taken only while datagrams
 // queue, and net.ipv4.udp_mem bounds all UDP sockets together.
-// BenchmarkUDPOverload measures the difference (README).
+// BenchmarkUDPOverload measures the difference (mesh/README.md).
 const captureRecvBuf = 16 << 20
 
 // dialWorkers bounds how many upstream sockets a listener makes at once;

@@ -26,8 +26,9 @@ func root(t *testing.T) string {
 }
 
 // skipped are trees that are generated or not the repository's text:
-// reports of runs, built binaries, fuzz corpora and test data.
-var skipped = []string{".git", "bin", "testdata", filepath.Join("reports", "latest"), filepath.Join("reports", "runs")}
+// reports of runs, built binaries, fuzz corpora, test data, and the
+// upstream code carried under third_party (its numbers are its own).
+var skipped = []string{".git", "bin", "testdata", "third_party", filepath.Join("reports", "latest"), filepath.Join("reports", "runs")}
 
 // scanned says whether a file's citations count: Go code (tests
 // included), Makefiles, Markdown, and the fixtures' YAML, whose comments

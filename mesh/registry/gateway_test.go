@@ -41,6 +41,16 @@ func TestScenarioGateway(t *testing.T) {
 	if len(g.Exposes) != 2 || g.Exposes[0] != want[0] || g.Exposes[1] != want[1] {
 		t.Errorf("exposes %v, want %v (key order)", g.Exposes, want)
 	}
+	if g.NetnsPath != "" {
+		t.Errorf("netns %q, want none: a node's proxy binds in its own netns", g.NetnsPath)
+	}
+	st, err = ParseScenario("gw.yaml", []byte(strings.Replace(gatewayBase, "exposes: [web.ns, api.ns]}", "exposes: [web.ns, api.ns], netns: /run/netns/gw}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.Gateway("gw"); g == nil || g.NetnsPath != "/run/netns/gw" {
+		t.Errorf("gateway %+v, want netns /run/netns/gw", g)
+	}
 }
 
 func TestScenarioGatewayErrors(t *testing.T) {

@@ -48,6 +48,10 @@ type Gateway struct {
 	Address netip.Addr
 	// Exposes lists the services, in key order.
 	Exposes []Key
+	// NetnsPath is where the listeners bind (network_namespace_filepath);
+	// empty, as on a real node, is the proxy's own netns. A rig whose
+	// proxy runs outside the node's netns fills it, as it fills a pod's.
+	NetnsPath string
 }
 
 // Gateway returns node's gateway, or nil when node is not a gateway.

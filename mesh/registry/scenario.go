@@ -22,6 +22,7 @@ import (
 //	    gateway:                # optional: this node is the cluster's east-west gateway
 //	      address: 172.30.0.10  # the address its 18009 listeners bind (TCP and UDP)
 //	      exposes: [svc-a.demo] # services reachable through it; each needs an HTTP port
+//	      netns: /run/netns/gw  # optional; empty is the proxy's own netns (the node's)
 //	serviceAccounts:            # "default" exists in every namespace implicitly
 //	  - {name: client, namespace: demo}
 //	pods:
@@ -71,6 +72,7 @@ type ScenarioNode struct {
 type ScenarioGateway struct {
 	Address string   `json:"address"`
 	Exposes []string `json:"exposes"`
+	Netns   string   `json:"netns,omitempty"`
 }
 
 type ScenarioServiceAccount struct {
@@ -514,7 +516,7 @@ func (sc *Scenario) State(file string) (*State, error) {
 		if gateways == 2 {
 			bad("node", n.Name, "gateway", errors.New("a second east-west gateway: a cluster has one"))
 		}
-		g := &Gateway{}
+		g := &Gateway{NetnsPath: n.Gateway.Netns}
 		ip, err := netip.ParseAddr(n.Gateway.Address)
 		switch {
 		case err != nil:

@@ -411,6 +411,11 @@ func (h *HTTPPath) quicAccounts(st *registry.State, svc *registry.Service, port 
 // per local pod and HTTP service), so it is generated whole every build.
 func (b *Builder) addHTTPPath(st *registry.State, deps registry.Deps, out *Output) error {
 	if b.HTTP == nil {
+		if st.Gateway(b.Node) != nil {
+			// Silence would leave a cluster without its gateway and no
+			// word of why.
+			return fmt.Errorf("the registry makes node %q its cluster's east-west gateway, which forwards the mTLS path's sessions by their SNI, but the mTLS path is off (--trust-domain, --ca-dir)", b.Node)
+		}
 		return nil
 	}
 	res, err := b.HTTP.httpResources(st, b.Node, deps)

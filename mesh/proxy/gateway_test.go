@@ -19,9 +19,13 @@ import (
 	"testing"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/quic-go/quic-go"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aether-mesh/aether/mesh/agent"
+	"github.com/aether-mesh/aether/mesh/agent/gateway"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy"
@@ -400,4 +404,100 @@ func passthroughCount(t *testing.T, p *proxy.Proxy, family string, labels map[st
 		t.Fatalf("%s%v: %v", family, labels, err)
 	}
 	return v
+}
+
+// splitWriter sends each write in chunks of n bytes, each its own
+// segment, so the ClientHello reaches the gateway in pieces.
+type splitWriter struct {
+	*net.TCPConn
+	n int
+}
+
+func (c splitWriter) Write(b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		k := min(c.n, len(b)-done)
+		m, err := c.TCPConn.Write(b[done : done+k])
+		done += m
+		if err != nil {
+			return done, err
+		}
+		time.Sleep(time.Millisecond) // let each chunk leave alone
+	}
+	return done, nil
+}
+
+// The compiled TCP listener keeps tls_inspector's semantics: a
+// ClientHello split over many segments is reassembled and routed by its
+// SNI, and a client that has not sent a whole ClientHello by the stated
+// listener_filters_timeout is closed and counted. The agent's resources
+// are served as they are but for that timeout, shortened from 15 s so
+// the case does not wait it out.
+func TestGatewayClientHelloSplitAndDeadline(t *testing.T) {
+	privileged.Require(t)
+	rig := proxytest.NewRig(t, 1)
+	if err := netns.AddAddr(rig.Node, "vpod", netip.PrefixFrom(gatewayAddr.Addr(), 32)); err != nil {
+		t.Fatal(err)
+	}
+	pki := newGatewayPKI(t)
+	name := xdsnames.SNI(8080, "dst-a", "demo", "mesh.test")
+	backend := startPassthroughBackend(t, rig, pki, "dst-a-0", proxytest.BackendAddr(0), name)
+	res, err := gateway.Resources(gateway.Config{Node: "gw", Address: gatewayAddr.Addr(), NetnsPath: rig.Node.Path, Domain: "mesh.test",
+		Services: []gateway.Service{{Name: "dst-a", Namespace: "demo", Port: 8080, Pods: []netip.Addr{proxytest.BackendAddr(0)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := res[resource.ListenerType][0].(*listenerv3.Listener)
+	tl.ListenerFiltersTimeout = durationpb.New(300 * time.Millisecond)
+	srv := proxytest.NewServer(t)
+	srv.Set(t, "gw", res)
+	p := proxy.New(proxy.Options{Node: "gw", XDS: srv.Target, UpstreamNetns: rig.Node.Path, Log: quietLog()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitListener(t, p, tl.GetName())
+
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	c, err := transparent.DialTCP(dctx, rig.Node.Path, gatewayAddr, transparent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetNoDelay(true)
+	tc := tls.Client(splitWriter{c, 40}, pki.client(name))
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("split ClientHello: %v", err)
+	}
+	if _, err := tc.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(tc); err != nil || string(b) != "dst-a-0" {
+		t.Fatalf("split ClientHello answered %q, %v; want dst-a-0", b, err)
+	}
+	if got, _ := backend.seen(); len(got) != 1 || got[0] != name {
+		t.Fatalf("backend recorded %v, want %s once", got, name)
+	}
+
+	slow, err := transparent.DialTCP(dctx, rig.Node.Path, gatewayAddr, transparent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	// A TLS record header and no more: the ClientHello never completes.
+	if _, err := slow.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	_ = slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := slow.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("slow client read %d bytes, %v; want the gateway to close it (EOF) at its listener_filters_timeout", n, err)
+	}
+	if n := passthroughCount(t, p, "aether_proxy_passthrough_dropped_total", map[string]string{"listener": tl.GetName(), "protocol": "tcp", "reason": "client_hello_timeout"}); n != 1 {
+		t.Fatalf("client_hello_timeout drops %v, want 1", n)
+	}
+	if got, _ := backend.seen(); len(got) != 1 {
+		t.Fatalf("the slow client reached the backend: %v", got)
+	}
 }

@@ -30,6 +30,8 @@ import (
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy"
 	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
+	"github.com/aether-mesh/aether/mesh/proxy/sni"
+	"github.com/aether-mesh/aether/mesh/proxy/sni/snitest"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -499,5 +501,86 @@ func TestGatewayClientHelloSplitAndDeadline(t *testing.T) {
 	}
 	if got, _ := backend.seen(); len(got) != 1 {
 		t.Fatalf("the slow client reached the backend: %v", got)
+	}
+}
+
+// The QUIC passthrough's bounds reach the forwarder from the filter's
+// TypedStruct, and R5 holds at the gateway: with max_pending_flows 1, a
+// second client whose ClientHello is still incomplete is refused
+// (pending_overflow) while the first waits; a plaintext datagram is
+// dropped as not QUIC. Neither reaches the backend.
+func TestGatewayQUICBoundsAndPlaintext(t *testing.T) {
+	privileged.Require(t)
+	rig := proxytest.NewRig(t, 1)
+	if err := netns.AddAddr(rig.Node, "vpod", netip.PrefixFrom(gatewayAddr.Addr(), 32)); err != nil {
+		t.Fatal(err)
+	}
+	pki := newGatewayPKI(t)
+	name := xdsnames.SNI(8080, "dst-a", "demo", "mesh.test")
+	backend := startPassthroughBackend(t, rig, pki, "dst-a-0", proxytest.BackendAddr(0), name)
+	bounds := gateway.DefaultQUICBounds
+	bounds.MaxPendingFlows = 1
+	res, err := gateway.Resources(gateway.Config{Node: "gw", Address: gatewayAddr.Addr(), NetnsPath: rig.Node.Path, Domain: "mesh.test", QUIC: bounds,
+		Services: []gateway.Service{{Name: "dst-a", Namespace: "demo", Port: 8080, Pods: []netip.Addr{proxytest.BackendAddr(0)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	udpName := res[resource.ListenerType][1].(*listenerv3.Listener).GetName()
+	srv := proxytest.NewServer(t)
+	srv.Set(t, "gw", res)
+	p := proxy.New(proxy.Options{Node: "gw", XDS: srv.Target, UpstreamNetns: rig.Node.Path, Log: quietLog()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitListener(t, p, udpName)
+
+	hello, err := snitest.QUICClientHello(name, "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(d []byte) {
+		t.Helper()
+		c, err := transparent.DialUDP(rig.Node.Path, netip.AddrPort{}, gatewayAddr, transparent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two clients each send the first of their ClientHello's two Initials.
+	for range 2 {
+		_, ds, err := snitest.Initials(sni.Version1, hello, len(hello)/2+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 2 {
+			t.Fatalf("%d Initials, want the ClientHello over 2", len(ds))
+		}
+		send(ds[0])
+	}
+	send([]byte("GET / HTTP/1.0\r\n\r\n"))
+	labels := func(k, v string) map[string]string {
+		return map[string]string{"listener": udpName, "protocol": "udp", k: v}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for passthroughCount(t, p, "aether_proxy_passthrough_dropped_total", labels("reason", "pending_overflow")) < 1 ||
+		passthroughCount(t, p, "aether_proxy_passthrough_dropped_total", labels("reason", "not_quic")) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pending_overflow and not_quic drops: overflow %v, not_quic %v", passthroughCount(t, p, "aether_proxy_passthrough_dropped_total", labels("reason", "pending_overflow")),
+				passthroughCount(t, p, "aether_proxy_passthrough_dropped_total", labels("reason", "not_quic")))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := passthroughCount(t, p, "aether_proxy_passthrough_dropped_total", labels("reason", "pending_overflow")); n != 1 {
+		t.Errorf("pending_overflow %v, want 1: the second waiting client alone", n)
+	}
+	if n := passthroughCount(t, p, "aether_proxy_passthrough_active_flows", labels("state", "pending")); n != 1 {
+		t.Errorf("%v flows pending, want 1 (max_pending_flows)", n)
+	}
+	if tcp, q := backend.seen(); len(tcp)+len(q) != 0 {
+		t.Errorf("the backend was reached: TLS %v, QUIC %v", tcp, q)
 	}
 }

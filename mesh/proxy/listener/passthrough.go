@@ -36,9 +36,9 @@ type Passthrough struct {
 // fields are the forwarder's defaults. It is comparable: a change needs
 // a new forwarder, hence a new socket.
 type PassthroughQUIC struct {
-	StatPrefix                                string
+	StatPrefix                                 string
 	MaxFlows, MaxPendingFlows, MaxPendingBytes int
-	IdleTimeout, ClientHelloTimeout           time.Duration
+	IdleTimeout, ClientHelloTimeout            time.Duration
 }
 
 // isTCPPassthrough says whether a TCP listener is a gateway's: its one

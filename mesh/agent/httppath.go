@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aether-mesh/aether/mesh/agent/eastwest"
+	"github.com/aether-mesh/aether/mesh/agent/gateway"
 	"github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -311,6 +312,42 @@ func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Rou
 	return sels, nil
 }
 
+// gatewayResources adds the east-west gateway's listeners, clusters and
+// load assignments when the registry makes node its cluster's gateway
+// (ARCHITECTURE.md, "The east-west gateway's passthrough (18009)"). It
+// rides the mTLS path: what it forwards is that path's sessions, named by
+// the SNIs the path spells.
+func (h *HTTPPath) gatewayResources(st *registry.State, node string, out map[resource.Type][]types.Resource) error {
+	g := st.Gateway(node)
+	if g == nil {
+		return nil
+	}
+	c := gateway.Config{Node: node, Address: g.Address, NetnsPath: g.NetnsPath, Domain: h.MeshDomain}
+	for _, k := range g.Exposes {
+		svc, ok := st.Service(k)
+		if !ok {
+			return fmt.Errorf("exposed service %s is not in the registry", k)
+		}
+		sp, ok := svc.HTTPPort()
+		if !ok {
+			return fmt.Errorf("exposed service %s has no HTTP port", k)
+		}
+		s := gateway.Service{Name: svc.Name, Namespace: svc.Namespace, Port: sp.Port}
+		for _, ep := range st.ReadyEndpoints(k) {
+			s.Pods = append(s.Pods, ep.IP)
+		}
+		c.Services = append(c.Services, s)
+	}
+	res, err := gateway.Resources(c)
+	if err != nil {
+		return err
+	}
+	for typ, list := range res {
+		out[typ] = append(out[typ], list...)
+	}
+	return nil
+}
+
 // twin is t's cluster on the mTLS path: the destination's HTTP port and
 // accounts, the source account's SVID. It says why not when st gives
 // the destination no HTTP port or no account.
@@ -374,11 +411,19 @@ func (h *HTTPPath) quicAccounts(st *registry.State, svc *registry.Service, port 
 // per local pod and HTTP service), so it is generated whole every build.
 func (b *Builder) addHTTPPath(st *registry.State, deps registry.Deps, out *Output) error {
 	if b.HTTP == nil {
+		if st.Gateway(b.Node) != nil {
+			// Silence would leave a cluster without its gateway and no
+			// word of why.
+			return fmt.Errorf("the registry makes node %q its cluster's east-west gateway, which forwards the mTLS path's sessions by their SNI, but the mTLS path is off (--trust-domain, --ca-dir)", b.Node)
+		}
 		return nil
 	}
 	res, err := b.HTTP.httpResources(st, b.Node, deps)
 	if err != nil {
 		return fmt.Errorf("mTLS path for node %q: %w", b.Node, err)
+	}
+	if err := b.HTTP.gatewayResources(st, b.Node, res); err != nil {
+		return fmt.Errorf("east-west gateway on node %q: %w", b.Node, err)
 	}
 	next := map[resource.Type]map[string]types.Resource{}
 	for i, typ := range typeURLs {

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -48,10 +49,12 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
+	"github.com/aether-mesh/aether/mesh/proxy/passthrough"
 	"github.com/aether-mesh/aether/mesh/proxy/secret"
 	"github.com/aether-mesh/aether/mesh/proxy/tcp"
 	"github.com/aether-mesh/aether/mesh/proxy/udp"
 	"github.com/aether-mesh/aether/mesh/proxy/xds"
+	"github.com/aether-mesh/aether/mesh/transparent"
 )
 
 // InitialFetchTimeout is Envoy's default wait for a subscription's first
@@ -475,6 +478,24 @@ type running struct {
 	t *tcp.Listener
 	h *h2.Listener
 	q *h2.QUICListener
+	// pt and pq are an east-west gateway's TCP and UDP listeners.
+	pt *passthrough.TCP
+	pq *passthrough.QUIC
+	// upstreams resolves a gateway chain's cluster to a host.
+	upstreams passthrough.Upstreams
+}
+
+// passthroughOf is a spec's gateway settings that need a new forwarder
+// (its kind, and a QUIC one's bounds); zero for any other listener.
+func passthroughOf(s *listener.Spec) (kind int, q listener.PassthroughQUIC) {
+	switch {
+	case s.Passthrough == nil:
+		return 0, q
+	case s.Passthrough.QUIC != nil:
+		return 2, *s.Passthrough.QUIC
+	default:
+		return 1, q
+	}
 }
 
 // quicOf is a spec's QUIC server settings, zero for any other listener:
@@ -499,6 +520,12 @@ func (r running) close() {
 	if r.q != nil {
 		_ = r.q.Close()
 	}
+	if r.pt != nil {
+		_ = r.pt.Close()
+	}
+	if r.pq != nil {
+		_ = r.pq.Close()
+	}
 }
 
 // update swaps a kept socket's configuration. A listener whose kind
@@ -517,9 +544,21 @@ func (r running) update(s *listener.Spec) {
 	if r.q != nil {
 		r.q.Update(s.HTTP)
 	}
+	if r.pt != nil {
+		r.pt.SetRoutes(s.Passthrough.Routes, r.upstreams)
+	}
+	if r.pq != nil {
+		r.pq.SetRoutes(s.Passthrough.Routes, r.upstreams)
+	}
 }
 
 func (p *Proxy) open(s *listener.Spec) (running, error) {
+	if s.Passthrough != nil {
+		// Not inherited across a hot restart: the gateway's sockets are
+		// bound anew (ARCHITECTURE.md, "The east-west gateway's
+		// passthrough (18009)").
+		return p.openPassthrough(s)
+	}
 	from, err := p.inherit(s)
 	if err != nil {
 		return running{}, err
@@ -540,6 +579,76 @@ func (p *Proxy) open(s *listener.Spec) (running, error) {
 	}
 	t, err := tcp.Listen(s, p, tcp.Options{Mark: p.opts.Mark, UpstreamNetns: p.opts.UpstreamNetns, Log: p.opts.Log, Metrics: p.opts.Metrics, From: from})
 	return running{t: t}, err
+}
+
+func samePassthrough(a, b *listener.Spec) bool {
+	ka, qa := passthroughOf(a)
+	kb, qb := passthroughOf(b)
+	return ka == kb && qa == qb
+}
+
+// clusterUpstreams resolves a gateway chain's cluster to one of its hosts,
+// picked as tcp_proxy and udp_proxy pick (the cluster's load balancer); a
+// cluster not active (absent, or warming) or without a host has none.
+type clusterUpstreams struct{ p *Proxy }
+
+func (u clusterUpstreams) Upstream(name string) (netip.AddrPort, bool) {
+	c := u.p.Active(name)
+	if c == nil {
+		return netip.AddrPort{}, false
+	}
+	a, err := c.Pick()
+	return a, err == nil
+}
+
+// ConnectTimeout is the cluster's connect_timeout, which the TCP
+// passthrough dials under.
+func (u clusterUpstreams) ConnectTimeout(name string) (time.Duration, bool) {
+	c := u.p.Active(name)
+	if c == nil {
+		return 0, false
+	}
+	return c.Spec.ConnectTimeout, true
+}
+
+// openPassthrough binds a gateway listener and starts its forwarder. Its
+// upstream sockets are made as every other upstream socket is: in
+// UpstreamNetns, with Mark.
+func (p *Proxy) openPassthrough(s *listener.Spec) (running, error) {
+	up := clusterUpstreams{p}
+	pt := s.Passthrough
+	if pt.QUIC == nil {
+		ln, err := transparent.ListenTCP(s.Socket.NetnsPath, s.Socket.Addr, transparent.Options{Transparent: s.Socket.Transparent, ReuseAddr: true})
+		if err != nil {
+			return running{}, err
+		}
+		t := passthrough.NewTCP(ln, pt.Routes, up, passthrough.TCPOptions{
+			Name: s.Name, InspectTimeout: pt.InspectTimeout, Metrics: p.opts.Metrics.Passthrough, Log: p.opts.Log,
+			Dial: func(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, error) {
+				return transparent.DialTCP(ctx, p.opts.UpstreamNetns, addr, transparent.Options{Mark: p.opts.Mark})
+			},
+		})
+		t.Serve()
+		return running{pt: t, upstreams: up}, nil
+	}
+	c, err := transparent.ListenUDP(s.Socket.NetnsPath, s.Socket.Addr, transparent.Options{Transparent: s.Socket.Transparent})
+	if err != nil {
+		return running{}, err
+	}
+	q := passthrough.NewQUIC(c.UDPConn, pt.Routes, up, passthrough.QUICOptions{
+		Name: s.Name, MaxFlows: pt.QUIC.MaxFlows, MaxPendingFlows: pt.QUIC.MaxPendingFlows, MaxPendingBytes: pt.QUIC.MaxPendingBytes,
+		IdleTimeout: pt.QUIC.IdleTimeout, PendingTimeout: pt.QUIC.ClientHelloTimeout,
+		Metrics: p.opts.Metrics.Passthrough, Log: p.opts.Log,
+		DialUpstream: func(addr netip.AddrPort) (*net.UDPConn, error) {
+			return transparent.DialUDP(p.opts.UpstreamNetns, netip.AddrPort{}, addr, transparent.Options{Mark: p.opts.Mark})
+		},
+	})
+	go func() {
+		if err := q.Serve(); err != nil {
+			p.opts.Log.Warn("quic passthrough stopped", "listener", s.Name, "err", err)
+		}
+	}()
+	return running{pq: q, upstreams: up}, nil
 }
 
 // bindKey is what the kernel binds once: a second socket on it fails with
@@ -583,7 +692,7 @@ func (p *Proxy) planLocked(specs []*listener.Spec, removed []string) listenerPla
 	for _, s := range specs {
 		updated[s.Name] = true
 		switch old := p.specs[s.Name]; {
-		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil) && quicOf(old) == quicOf(s):
+		case old != nil && old.Socket == s.Socket && (old.HTTP == nil) == (s.HTTP == nil) && quicOf(old) == quicOf(s) && samePassthrough(old, s):
 			pl.keep = append(pl.keep, s)
 		case old != nil:
 			pl.gone = append(pl.gone, s.Name)

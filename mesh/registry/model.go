@@ -33,6 +33,35 @@ func (k Key) String() string { return k.Namespace + "/" + k.Name }
 // Node is a node of the mesh; the agent serves exactly one.
 type Node struct {
 	Name string
+	// Gateway is set on the node that is its cluster's east-west
+	// gateway (ARCHITECTURE.md, "The east-west gateway's passthrough
+	// (18009)"); nil on every other node.
+	Gateway *Gateway
+}
+
+// Gateway is what makes a node its cluster's east-west gateway: the
+// address its 18009 listeners bind (one on the network the clusters
+// share) and the services of this cluster it lets other clusters reach.
+// Each exposed service is forwarded by the SNI of its HTTP port, to its
+// pods' 18008 inbound.
+type Gateway struct {
+	Address netip.Addr
+	// Exposes lists the services, in key order.
+	Exposes []Key
+	// NetnsPath is where the listeners bind (network_namespace_filepath);
+	// empty, as on a real node, is the proxy's own netns. A rig whose
+	// proxy runs outside the node's netns fills it, as it fills a pod's.
+	NetnsPath string
+}
+
+// Gateway returns node's gateway, or nil when node is not a gateway.
+func (s *State) Gateway(node string) *Gateway {
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == node {
+			return s.Nodes[i].Gateway
+		}
+	}
+	return nil
 }
 
 // Pod is a workload instance. NetnsPath is the path the data plane binds its

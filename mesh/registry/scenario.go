@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 )
@@ -17,6 +18,11 @@ import (
 //
 //	nodes:
 //	  - name: node-a
+//	  - name: gw
+//	    gateway:                # optional: this node is the cluster's east-west gateway
+//	      address: 172.30.0.10  # the address its 18009 listeners bind (TCP and UDP)
+//	      exposes: [svc-a.demo] # services reachable through it; each needs an HTTP port
+//	      netns: /run/netns/gw  # optional; empty is the proxy's own netns (the node's)
 //	serviceAccounts:            # "default" exists in every namespace implicitly
 //	  - {name: client, namespace: demo}
 //	pods:
@@ -59,7 +65,14 @@ type Scenario struct {
 }
 
 type ScenarioNode struct {
-	Name string `json:"name"`
+	Name    string           `json:"name"`
+	Gateway *ScenarioGateway `json:"gateway,omitempty"`
+}
+
+type ScenarioGateway struct {
+	Address string   `json:"address"`
+	Exposes []string `json:"exposes"`
+	Netns   string   `json:"netns,omitempty"`
 }
 
 type ScenarioServiceAccount struct {
@@ -254,6 +267,7 @@ func (sc *Scenario) State(file string) (*State, error) {
 			st.Nodes = append(st.Nodes, Node{Name: n.Name})
 		}
 	}
+	// Gateways are checked once the services are known (below).
 
 	sas := map[Key]bool{}
 	for i, sa := range sc.ServiceAccounts {
@@ -490,6 +504,65 @@ func (sc *Scenario) State(file string) (*State, error) {
 			r.Rules = append(r.Rules, rr)
 		}
 		st.UDPRoutes = append(st.UDPRoutes, r)
+	}
+
+	gateways := 0
+	for _, n := range sc.Nodes {
+		ni := slices.IndexFunc(st.Nodes, func(x Node) bool { return x.Name == n.Name })
+		if n.Gateway == nil || ni < 0 || st.Nodes[ni].Gateway != nil {
+			continue
+		}
+		gateways++
+		if gateways == 2 {
+			bad("node", n.Name, "gateway", errors.New("a second east-west gateway: a cluster has one"))
+		}
+		g := &Gateway{NetnsPath: n.Gateway.Netns}
+		ip, err := netip.ParseAddr(n.Gateway.Address)
+		switch {
+		case err != nil:
+			bad("node", n.Name, "gateway.address", err)
+		case !ip.IsGlobalUnicast() && !ip.IsPrivate():
+			bad("node", n.Name, "gateway.address", fmt.Errorf("%s is not a unicast address a peer cluster can reach", ip))
+		default:
+			g.Address = ip.Unmap()
+		}
+		if len(n.Gateway.Exposes) == 0 {
+			bad("node", n.Name, "gateway.exposes", errors.New("must list at least one service"))
+		}
+		for j, e := range n.Gateway.Exposes {
+			f := fmt.Sprintf("gateway.exposes[%d]", j)
+			k, err := ParseKey(e)
+			if err != nil {
+				bad("node", n.Name, f, err)
+				continue
+			}
+			if slices.Contains(g.Exposes, k) {
+				bad("node", n.Name, f, fmt.Errorf("service %s listed twice", k))
+				continue
+			}
+			si := slices.IndexFunc(st.Services, func(s Service) bool { return s.Key() == k })
+			if si < 0 {
+				bad("node", n.Name, f, fmt.Errorf("unknown service %s", k))
+				continue
+			}
+			if _, ok := st.Services[si].HTTPPort(); !ok {
+				// The gateway forwards by the SNI of the service's HTTP
+				// port, the only one its pods' 18008 inbound serves.
+				bad("node", n.Name, f, fmt.Errorf("service %s has no port with appProtocol %q, so nothing to forward", k, AppProtocolHTTP))
+				continue
+			}
+			g.Exposes = append(g.Exposes, k)
+		}
+		slices.SortFunc(g.Exposes, func(a, b Key) int {
+			if keyLess(a, b) {
+				return -1
+			}
+			if keyLess(b, a) {
+				return 1
+			}
+			return 0
+		})
+		st.Nodes[ni].Gateway = g
 	}
 
 	if len(errs) > 0 {

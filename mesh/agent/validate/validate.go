@@ -118,6 +118,7 @@ func Check(r Resources) error {
 	c.udpSessionLimits()
 	c.twins()
 	c.quicR4()
+	c.gateways()
 	if len(c.failures) > 0 {
 		return &Error{Failures: c.failures}
 	}

@@ -55,6 +55,8 @@ type Spec struct {
 	UDP    *UDP
 	TCP    *TCP
 	HTTP   *HTTP
+	// Passthrough is an east-west gateway listener, TCP or UDP.
+	Passthrough *Passthrough
 }
 
 // UDP is the udp_proxy filter's configuration.
@@ -86,6 +88,13 @@ func (s *Spec) Clusters() []string {
 		return s.UDP.Matcher.Clusters()
 	}
 	var out []string
+	if s.Passthrough != nil {
+		for _, c := range s.Passthrough.Chains {
+			out = append(out, c.Cluster)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
 	if s.HTTP != nil {
 		for _, c := range s.HTTP.Chains {
 			out = append(out, c.HCM.Clusters()...)
@@ -130,8 +139,13 @@ func FromProto(l *listenerv3.Listener) (*Spec, error) {
 	if err := l.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := fields.Only(l, path, "name", "address", "filter_chains", "listener_filters", "transparent", "traffic_direction", "stat_prefix", "udp_listener_config", "default_filter_chain"); err != nil {
+	if err := fields.Only(l, path, "name", "address", "filter_chains", "listener_filters", "transparent", "traffic_direction", "stat_prefix", "udp_listener_config", "default_filter_chain", "listener_filters_timeout"); err != nil {
 		return nil, err
+	}
+	if l.GetListenerFiltersTimeout() != nil && !isTCPPassthrough(l) && !isQUICPassthrough(l) {
+		// Only the gateway's passthrough reads it; elsewhere it would be
+		// silently ignored.
+		return nil, fmt.Errorf("%s.listener_filters_timeout: supported on an east-west gateway listener only", path)
 	}
 	if u := l.GetUdpListenerConfig(); u != nil {
 		if err := fields.Only(u, path+".udp_listener_config", "quic_options"); err != nil {
@@ -165,6 +179,13 @@ func FromProto(l *listenerv3.Listener) (*Spec, error) {
 	}}
 	switch sa.GetProtocol() {
 	case corev3.SocketAddress_UDP:
+		if isQUICPassthrough(l) {
+			if l.GetUdpListenerConfig() != nil {
+				return nil, fmt.Errorf("%s.udp_listener_config: a QUIC passthrough listener terminates nothing; quic_options would terminate", path)
+			}
+			s.Passthrough, err = quicPassthrough(l, path)
+			return s, err
+		}
 		if l.GetUdpListenerConfig().GetQuicOptions() != nil {
 			s.HTTP, err = quicListener(l, path)
 			return s, err
@@ -181,6 +202,10 @@ func FromProto(l *listenerv3.Listener) (*Spec, error) {
 		}
 		if isHTTP(l.GetFilterChains()) {
 			s.HTTP, err = httpListener(l, path)
+			return s, err
+		}
+		if isTCPPassthrough(l) {
+			s.Passthrough, err = tcpPassthrough(l, path)
 			return s, err
 		}
 		if len(l.GetListenerFilters()) != 0 {

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/aether-mesh/aether/mesh/proxy/passthrough"
 )
 
 // Drop reasons on aether_proxy_udp_dropped_total.
@@ -59,6 +61,8 @@ type Metrics struct {
 
 	// bounds holds the UDP refusal counters (bounds.go).
 	bounds *bounds
+	// Passthrough is the east-west gateway listeners' counters.
+	Passthrough *passthrough.Metrics
 }
 
 // New makes a registry with every family registered.
@@ -104,6 +108,7 @@ func New() *Metrics {
 	m.quicDrops = cv("aether_proxy_quic_inbound_dropped_datagrams_total", "Datagrams a QUIC inbound dropped before any connection took them, by quic-go's trigger (not_quic: not a QUIC packet at all).", "listener", "reason")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
 	m.bounds = newBounds(m.Registry)
+	m.Passthrough = passthrough.NewMetrics(m.Registry)
 	return m
 }
 

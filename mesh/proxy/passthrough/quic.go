@@ -53,8 +53,12 @@ type QUICOptions struct {
 	IdleTimeout    time.Duration
 	PendingTimeout time.Duration
 	MaxCIDsPerFlow int
-	Metrics        *Metrics
-	Log            *slog.Logger
+	// DialUpstream makes a flow's connected socket to its upstream; nil
+	// is a plain one in the process's own netns. The proxy makes it in
+	// its upstream netns, with its mark.
+	DialUpstream func(addr netip.AddrPort) (*net.UDPConn, error)
+	Metrics      *Metrics
+	Log          *slog.Logger
 }
 
 // QUIC is QUIC passthrough by SNI on one UDP socket.
@@ -166,6 +170,11 @@ func NewQUIC(conn *net.UDPConn, routes *Routes, upstreams Upstreams, o QUICOptio
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.DialUpstream == nil {
+		o.DialUpstream = func(addr netip.AddrPort) (*net.UDPConn, error) {
+			return net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+		}
 	}
 	q := &QUIC{
 		conn: conn, opts: o, lm: o.Metrics.listener(o.Name, "udp"), now: time.Now,
@@ -408,7 +417,7 @@ func (q *QUIC) establishLocked(f *flow, hello sni.ClientHello) {
 	var up *net.UDPConn
 	if reason == "" {
 		var err error
-		if up, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr)); err != nil {
+		if up, err = q.opts.DialUpstream(addr); err != nil {
 			reason = DropUpstreamError
 			q.opts.Log.Debug("quic passthrough dial", "listener", q.opts.Name, "cluster", chain.Cluster, "err", err)
 		}

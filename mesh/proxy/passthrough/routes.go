@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 )
 
 // FilterChain is what the forwarders read of an Envoy filter chain: its
@@ -109,6 +110,13 @@ type Upstreams interface {
 	Upstream(cluster string) (netip.AddrPort, bool)
 }
 
+// ConnectTimeouts is what Upstreams may add: a cluster's own
+// connect_timeout, which the TCP forwarder then dials under instead of
+// its listener-wide one.
+type ConnectTimeouts interface {
+	ConnectTimeout(cluster string) (time.Duration, bool)
+}
+
 // StaticUpstreams is a fixed cluster → address table.
 type StaticUpstreams map[string]netip.AddrPort
 
@@ -129,6 +137,17 @@ func (t *table) set(r *Routes, u Upstreams) {
 	t.mu.Lock()
 	t.routes, t.upstreams = r, u
 	t.mu.Unlock()
+}
+
+// connectTimeout is cluster's own connect timeout, when the upstreams
+// state one.
+func (t *table) connectTimeout(cluster string) (time.Duration, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if ct, ok := t.upstreams.(ConnectTimeouts); ok {
+		return ct.ConnectTimeout(cluster)
+	}
+	return 0, false
 }
 
 // route picks the chain and upstream address for serverName; reason is

@@ -1,10 +1,12 @@
 package passthrough
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -33,8 +35,12 @@ type TCPOptions struct {
 	InspectTimeout time.Duration
 	// ConnectTimeout bounds the upstream dial.
 	ConnectTimeout time.Duration
-	Metrics        *Metrics
-	Log            *slog.Logger
+	// Dial makes the upstream connection; nil is a plain dial from the
+	// process's own netns. The proxy dials from its upstream netns, with
+	// its mark.
+	Dial    func(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, error)
+	Metrics *Metrics
+	Log     *slog.Logger
 }
 
 // TCP is TLS passthrough by SNI on one listening socket: each accepted
@@ -65,6 +71,16 @@ func NewTCP(ln *net.TCPListener, routes *Routes, upstreams Upstreams, o TCPOptio
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Dial == nil {
+		o.Dial = func(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr.String())
+			if err != nil {
+				return nil, err
+			}
+			return c.(*net.TCPConn), nil
+		}
 	}
 	t := &TCP{ln: ln, opts: o, lm: o.Metrics.listener(o.Name, "tcp")}
 	t.table.set(routes, upstreams)
@@ -119,13 +135,18 @@ func (t *TCP) handle(down *net.TCPConn) {
 		t.opts.Log.Debug("tcp passthrough refused", "listener", t.opts.Name, "sni", hello.ServerName, "reason", reason)
 		return
 	}
-	c, err := net.DialTimeout("tcp", addr.String(), t.opts.ConnectTimeout)
+	timeout := t.opts.ConnectTimeout
+	if d, ok := t.table.connectTimeout(chain.Cluster); ok && d > 0 {
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	up, err := t.opts.Dial(ctx, addr)
+	cancel()
 	if err != nil {
 		t.lm.drop(DropUpstreamError)
 		t.opts.Log.Debug("tcp passthrough dial", "listener", t.opts.Name, "cluster", chain.Cluster, "err", err)
 		return
 	}
-	up := c.(*net.TCPConn)
 	if !t.loop.Track(up) {
 		up.Close()
 		return

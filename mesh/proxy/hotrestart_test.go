@@ -47,12 +47,34 @@ type epoch struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	takeOver chan error
+	// drained is closed once a child told this epoch to drain.
+	drained chan struct{}
+}
+
+// drainWitness is the proxy as its rendezvous sees it, noting when a
+// child tells it to drain.
+type drainWitness struct {
+	*proxy.Proxy
+	once    sync.Once
+	drained chan struct{}
+}
+
+func (d *drainWitness) Drain(ks []hotrestart.Key, forward func(hotrestart.Packet) error) {
+	d.Proxy.Drain(ks, forward)
+	d.once.Do(func() { close(d.drained) })
 }
 
 // startEpoch runs a proxy of restart epoch n against srv; n > 0 takes over
-// from the epoch before it on sock. With sock empty it serves no
+// from the epoch before it on sock, telling its parent to exit
+// rigParentShutdownTime after the drain. With sock empty it serves no
 // rendezvous.
 func startEpoch(t *testing.T, rig *proxytest.Rig, srv *proxytest.Server, sock string, n uint32) *epoch {
+	return startEpochExiting(t, rig, srv, sock, n, rigParentShutdownTime)
+}
+
+// startEpochExiting is startEpoch with the parent told to exit
+// shutdownAfter its drain.
+func startEpochExiting(t *testing.T, rig *proxytest.Rig, srv *proxytest.Server, sock string, n uint32, shutdownAfter time.Duration) *epoch {
 	t.Helper()
 	r := &proxy.Restart{Epoch: n, DrainTime: rigDrainTime}
 	if n > 0 {
@@ -62,20 +84,20 @@ func startEpoch(t *testing.T, rig *proxytest.Rig, srv *proxytest.Server, sock st
 		}
 		r.Parent = c
 	}
-	e := &epoch{done: make(chan struct{}), takeOver: make(chan error, 1)}
+	e := &epoch{done: make(chan struct{}), takeOver: make(chan error, 1), drained: make(chan struct{})}
 	e.p = proxy.New(proxy.Options{Node: node, XDS: srv.Target, Batch: proxy.DefaultBatch, UpstreamNetns: rig.Node.Path, Log: quietLog(), Restart: r})
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	var rv *hotrestart.Parent
 	if sock != "" {
 		var err error
-		if rv, err = hotrestart.Listen(hotrestart.SocketPath(sock, 0, n), n, e.p, nil, quietLog()); err != nil {
+		if rv, err = hotrestart.Listen(hotrestart.SocketPath(sock, 0, n), n, &drainWitness{Proxy: e.p, drained: e.drained}, nil, quietLog()); err != nil {
 			t.Fatal(err)
 		}
 		ctx = hotrestart.UntilTerminated(ctx, rv)
 	}
 	if r.Parent != nil {
-		go func() { e.takeOver <- proxy.TakeOver(ctx, e.p, r.Parent, rigParentShutdownTime) }()
+		go func() { e.takeOver <- proxy.TakeOver(ctx, e.p, r.Parent, shutdownAfter) }()
 	}
 	go func() {
 		_ = e.p.Run(ctx)
@@ -563,11 +585,15 @@ func TestHotRestartRollsBack(t *testing.T) {
 	parent := startEpoch(t, m.rig, m.srv, sock, 0)
 	m.waitListeners(t, parent.p)
 
-	child := startEpoch(t, m.rig, m.srv, sock, 1)
-	<-child.p.Ready()
 	// TakeOver drains the parent as soon as the child is ready, and tells
-	// it to exit only after rigParentShutdownTime.
-	time.Sleep(rigParentShutdownTime / 4)
+	// it to exit only after the shutdown time: an hour, so the child is
+	// certain to die between the two, however slowly the machine runs.
+	child := startEpochExiting(t, m.rig, m.srv, sock, 1, time.Hour)
+	select {
+	case <-parent.drained:
+	case <-time.After(30 * time.Second):
+		t.Fatal("broken rig: the child did not drain the parent within 30s")
+	}
 	child.stop()
 	select {
 	case err := <-child.takeOver:

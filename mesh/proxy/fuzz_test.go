@@ -149,7 +149,7 @@ func fuzzProxy(tb testing.TB, good goodConfig) *Proxy {
 	return p
 }
 
-// running is what a proxy serves, by identity: a refused update must
+// runningConfig is what a proxy serves, by identity: a refused update must
 // leave every entry the very object it was.
 type runningConfig struct {
 	active, warming map[string]*cluster.Cluster

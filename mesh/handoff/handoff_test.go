@@ -157,8 +157,8 @@ func TestBadInputNamesTheField(t *testing.T) {
 	for _, c := range []struct {
 		name, method, path, body, want string
 	}{
-		{"malformed JSON", "POST", pathPods, `{"containerID":`, "invalid pod: unexpected EOF"},
-		{"unknown field", "POST", pathPods, `{` + good + `,"netnsPath":"/x"}`, `unknown field "netnsPath"`},
+		{"malformed JSON", "POST", pathPods, `{"containerID":`, "invalid pod: truncated JSON: unexpected EOF"},
+		{"unknown field", "POST", pathPods, `{` + good + `,"netnsPath":"/x"}`, `invalid pod: field "netnsPath": not a field of a pod`},
 		{"no name", "POST", pathPods, `{` + strings.Replace(good, `"web-0"`, `""`, 1) + `}`, "field name: empty"},
 		{"no namespace", "POST", pathPods, `{` + strings.Replace(good, `"demo"`, `""`, 1) + `}`, "field namespace: empty"},
 		{"relative netns", "POST", pathPods, `{` + strings.Replace(good, `"/run/netns/x"`, `"netns/x"`, 1) + `}`, `field netns: "netns/x" is not an absolute path`},

@@ -18,6 +18,7 @@ package handoff
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -114,7 +115,11 @@ func DecodePod(r io.Reader) (Pod, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		return Pod{}, err
+		return Pod{}, decodeError(err)
+	}
+	// One pod per body: anything after it is not silently dropped.
+	if _, err := dec.Token(); err != io.EOF {
+		return Pod{}, fmt.Errorf("trailing data after the pod at byte %d", dec.InputOffset())
 	}
 	p := w.Pod
 	for i, s := range w.IPs {
@@ -125,6 +130,30 @@ func DecodePod(r io.Reader) (Pod, error) {
 		p.IPs = append(p.IPs, ip)
 	}
 	return p, p.Validate()
+}
+
+// decodeError names what encoding/json's errors leave vague: the field
+// of a wrongly typed or unknown value, and where a body stops being JSON.
+func decodeError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return errors.New("request body is empty: want one pod as a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("truncated JSON: %w", err)
+	case errors.As(err, &syn):
+		return fmt.Errorf("not JSON at byte %d: %w", syn.Offset, err)
+	case errors.As(err, &typ) && typ.Field != "":
+		// The wire form embeds Pod, whose Go name prefixes its fields.
+		return fmt.Errorf("field %s: a JSON %s, want %s", strings.TrimPrefix(typ.Field, "Pod."), typ.Value, typ.Type)
+	case errors.As(err, &typ):
+		return fmt.Errorf("request body is a JSON %s, want one pod as a JSON object", typ.Value)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("field %s: not a field of a pod", f)
+	}
+	return fmt.Errorf("request body unreadable: %w", err)
 }
 
 func (p *Pod) String() string {

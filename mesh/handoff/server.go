@@ -114,11 +114,7 @@ func (s *Server) update(fn func(map[Ref]Pod) bool) {
 
 // Serve answers the plugin until ctx ends, then closes the socket.
 func (s *Server) Serve(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+pathPods, s.handleAdd)
-	mux.HandleFunc("DELETE "+pathPods+"/{containerID}/{ifname}", s.handleDel)
-	mux.HandleFunc("GET "+pathPods, s.handleList)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
 	err := srv.Serve(s.ln)
@@ -126,6 +122,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("handoff socket %q: %w", s.socket, err)
+}
+
+// handler routes the plugin's calls.
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+pathPods, s.handleAdd)
+	mux.HandleFunc("DELETE "+pathPods+"/{containerID}/{ifname}", s.handleDel)
+	mux.HandleFunc("GET "+pathPods, s.handleList)
+	return mux
 }
 
 // Close closes the socket without serving; Serve closes it itself.

@@ -47,12 +47,34 @@ type epoch struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	takeOver chan error
+	// drained is closed once a child told this epoch to drain.
+	drained chan struct{}
+}
+
+// drainWitness is the proxy as its rendezvous sees it, noting when a
+// child tells it to drain.
+type drainWitness struct {
+	*proxy.Proxy
+	once    sync.Once
+	drained chan struct{}
+}
+
+func (d *drainWitness) Drain(ks []hotrestart.Key, forward func(hotrestart.Packet) error) {
+	d.Proxy.Drain(ks, forward)
+	d.once.Do(func() { close(d.drained) })
 }
 
 // startEpoch runs a proxy of restart epoch n against srv; n > 0 takes over
-// from the epoch before it on sock. With sock empty it serves no
+// from the epoch before it on sock, telling its parent to exit
+// rigParentShutdownTime after the drain. With sock empty it serves no
 // rendezvous.
 func startEpoch(t *testing.T, rig *proxytest.Rig, srv *proxytest.Server, sock string, n uint32) *epoch {
+	return startEpochExiting(t, rig, srv, sock, n, rigParentShutdownTime)
+}
+
+// startEpochExiting is startEpoch with the parent told to exit
+// shutdownAfter its drain.
+func startEpochExiting(t *testing.T, rig *proxytest.Rig, srv *proxytest.Server, sock string, n uint32, shutdownAfter time.Duration) *epoch {
 	t.Helper()
 	r := &proxy.Restart{Epoch: n, DrainTime: rigDrainTime}
 	if n > 0 {
@@ -62,20 +84,20 @@ func startEpoch(t *testing.T, rig *proxytest.Rig, srv *proxytest.Server, sock st
 		}
 		r.Parent = c
 	}
-	e := &epoch{done: make(chan struct{}), takeOver: make(chan error, 1)}
+	e := &epoch{done: make(chan struct{}), takeOver: make(chan error, 1), drained: make(chan struct{})}
 	e.p = proxy.New(proxy.Options{Node: node, XDS: srv.Target, Batch: proxy.DefaultBatch, UpstreamNetns: rig.Node.Path, Log: quietLog(), Restart: r})
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	var rv *hotrestart.Parent
 	if sock != "" {
 		var err error
-		if rv, err = hotrestart.Listen(hotrestart.SocketPath(sock, 0, n), n, e.p, nil, quietLog()); err != nil {
+		if rv, err = hotrestart.Listen(hotrestart.SocketPath(sock, 0, n), n, &drainWitness{Proxy: e.p, drained: e.drained}, nil, quietLog()); err != nil {
 			t.Fatal(err)
 		}
 		ctx = hotrestart.UntilTerminated(ctx, rv)
 	}
 	if r.Parent != nil {
-		go func() { e.takeOver <- proxy.TakeOver(ctx, e.p, r.Parent, rigParentShutdownTime) }()
+		go func() { e.takeOver <- proxy.TakeOver(ctx, e.p, r.Parent, shutdownAfter) }()
 	}
 	go func() {
 		_ = e.p.Run(ctx)
@@ -108,6 +130,10 @@ type hotRestartMesh struct {
 	quic   []*quic.Conn
 	app    atomic.Int64
 	want   []string
+	// gap is set while no process holds the sockets (a naive restart's
+	// stop done, its successor not yet started): an exchange begun then
+	// is counted as sent into the gap.
+	gap atomic.Bool
 }
 
 func newHotRestartMesh(t *testing.T) *hotRestartMesh {
@@ -244,14 +270,23 @@ func (m *hotRestartMesh) quicLost() (lost uint64, conns int) {
 type flow struct {
 	name     string
 	ok, fail atomic.Int64
-	mu       sync.Mutex
-	firstErr string
+	// gapSent are the exchanges begun while no process held the
+	// sockets, gapLost those of them that failed.
+	gapSent, gapLost atomic.Int64
+	mu               sync.Mutex
+	firstErr         string
 }
 
-func (f *flow) record(err error) {
+func (f *flow) record(err error, inGap bool) {
+	if inGap {
+		f.gapSent.Add(1)
+	}
 	if err == nil {
 		f.ok.Add(1)
 		return
+	}
+	if inGap {
+		f.gapLost.Add(1)
 	}
 	if f.fail.Add(1) == 1 {
 		f.mu.Lock()
@@ -266,6 +301,9 @@ func (f *flow) String() string {
 	s := fmt.Sprintf("%s %d ok, %d failed", f.name, f.ok.Load(), f.fail.Load())
 	if f.firstErr != "" {
 		s += " (first: " + f.firstErr + ")"
+	}
+	if n := f.gapSent.Load(); n != 0 {
+		s += fmt.Sprintf("; %d begun while no process held the sockets, %d of them failed", n, f.gapLost.Load())
 	}
 	return s
 }
@@ -299,7 +337,8 @@ func (m *hotRestartMesh) drive(t *testing.T, stop <-chan struct{}) ([]*flow, *sy
 					return
 				case <-tick.C:
 				}
-				f.record(steps[i]())
+				inGap := m.gap.Load()
+				f.record(steps[i](), inGap)
 			}
 		})
 	}
@@ -361,15 +400,72 @@ func (m *hotRestartMesh) waitListeners(t *testing.T, p *proxy.Proxy) {
 // restartUnder drives the four flows, restarts the proxy with restart
 // while they run, and returns them once the new proxy has served alone
 // for a while.
-func (m *hotRestartMesh) restartUnder(t *testing.T, restart func()) []*flow {
+func (m *hotRestartMesh) restartUnder(t *testing.T, restart func(flows []*flow)) []*flow {
 	stop := make(chan struct{})
 	flows, wg := m.drive(t, stop)
 	time.Sleep(300 * time.Millisecond)
-	restart()
+	restart(flows)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
 	return flows
+}
+
+// gapWait bounds how long holdGap waits for the flows to send into the
+// gap: a UDP exchange takes its 3 s wait to count as lost, and a loaded
+// machine may delay a flow's next step.
+const gapWait = 30 * time.Second
+
+// holdGap keeps a naive restart's gap open (called once the old process
+// has closed every socket, before the new one starts) until the UDP and
+// the TCP flow have each lost an exchange begun inside it, so the
+// control's failure does not depend on traffic happening to arrive in a
+// gap of a few milliseconds.
+func (m *hotRestartMesh) holdGap(t *testing.T, flows []*flow) {
+	t.Helper()
+	m.gap.Store(true)
+	defer m.gap.Store(false)
+	deadline := time.Now().Add(gapWait)
+	for _, f := range flows {
+		if f.name != "udp" && f.name != "tcp" {
+			continue
+		}
+		for f.gapLost.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("broken rig: no %s exchange begun while no process held the sockets failed within %s (%s)", f.name, gapWait, f)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// freshClients drops what the HTTP clients kept from the control (a
+// pooled connection to a process gone, or an HTTP/3 dial begun in the
+// gap, which the transport shares with later requests until its
+// handshake times out) and connects them to the running proxy, so the
+// subject starts as a hot restart does: with the clients connected to
+// the parent.
+func (m *hotRestartMesh) freshClients(t *testing.T) {
+	t.Helper()
+	m.h2.CloseIdleConnections()
+	m.h3.CloseIdleConnections()
+	if err := m.h2Once(); err != nil {
+		t.Fatalf("broken rig: the HTTP/2 client cannot reach the restarted proxy: %v", err)
+	}
+	if err := m.h3Once(); err != nil {
+		t.Fatalf("broken rig: the HTTP/3 client cannot reach the restarted proxy: %v", err)
+	}
+}
+
+// noPorts is the pod netns's count of UDP datagrams dropped for want of a
+// socket.
+func (m *hotRestartMesh) noPorts(t *testing.T) int64 {
+	t.Helper()
+	st, err := proxytest.UDPStats(m.rig.Pod.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st["NoPorts"]
 }
 
 // A hot restart loses nothing: UDP, TCP, HTTP/2 and HTTP/3 exchanges
@@ -383,10 +479,14 @@ func TestHotRestartLosesNothing(t *testing.T) {
 	old := startEpoch(t, m.rig, m.srv, "", 0)
 	m.waitListeners(t, old.p)
 	var next *epoch
-	control := m.restartUnder(t, func() {
+	var noPorts int64
+	control := m.restartUnder(t, func(flows []*flow) {
+		before := m.noPorts(t)
 		old.stop()
+		m.holdGap(t, flows)
 		next = startEpoch(t, m.rig, m.srv, "", 0)
 		m.waitListeners(t, next.p)
+		noPorts = m.noPorts(t) - before
 	})
 	next.stop()
 	var lost int64
@@ -394,15 +494,22 @@ func TestHotRestartLosesNothing(t *testing.T) {
 		t.Logf("control (naive restart): %s", f)
 		lost += f.fail.Load()
 	}
+	t.Logf("control (naive restart): the pod netns dropped %d datagrams for want of a socket across the restart", noPorts)
 	if lost == 0 {
 		t.Fatal("broken rig: the naive restart lost no exchange, so the subject's zero would prove nothing")
+	}
+	// The kernel's own witness that traffic reached the gap, apart from
+	// the flows' view of it.
+	if noPorts == 0 {
+		t.Fatal("broken rig: the pod netns dropped no datagram for want of a socket across the naive restart")
 	}
 
 	parent := startEpoch(t, m.rig, m.srv, sock, 0)
 	m.waitListeners(t, parent.p)
+	m.freshClients(t)
 	lostBefore, connsBefore := m.quicLost()
 	var child *epoch
-	subject := m.restartUnder(t, func() {
+	subject := m.restartUnder(t, func([]*flow) {
 		child = startEpoch(t, m.rig, m.srv, sock, 1)
 		select {
 		case err := <-child.takeOver:
@@ -478,11 +585,15 @@ func TestHotRestartRollsBack(t *testing.T) {
 	parent := startEpoch(t, m.rig, m.srv, sock, 0)
 	m.waitListeners(t, parent.p)
 
-	child := startEpoch(t, m.rig, m.srv, sock, 1)
-	<-child.p.Ready()
 	// TakeOver drains the parent as soon as the child is ready, and tells
-	// it to exit only after rigParentShutdownTime.
-	time.Sleep(rigParentShutdownTime / 4)
+	// it to exit only after the shutdown time: an hour, so the child is
+	// certain to die between the two, however slowly the machine runs.
+	child := startEpochExiting(t, m.rig, m.srv, sock, 1, time.Hour)
+	select {
+	case <-parent.drained:
+	case <-time.After(30 * time.Second):
+		t.Fatal("broken rig: the child did not drain the parent within 30s")
+	}
 	child.stop()
 	select {
 	case err := <-child.takeOver:

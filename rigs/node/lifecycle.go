@@ -176,6 +176,16 @@ func delRoute(ns *netns.NS, dst netip.Prefix) error {
 // serves every listener of the node; its log is
 // proxy~<node>~cold-restart.log in the run's logs.
 func (c *Cluster) ColdRestartProxy(ctx context.Context, n *Node) error {
+	return c.ColdRestartProxyHolding(ctx, n, nil)
+}
+
+// ColdRestartProxyHolding is ColdRestartProxy with the gap held open: once
+// the old proxy is gone, hold runs before the new one starts, so a caller
+// whose witness must see the gap (a prober's lost request) waits for it
+// instead of hoping traffic lands in a gap of a few milliseconds. The new
+// proxy starts whatever hold returns; hold's error is returned with the
+// start's.
+func (c *Cluster) ColdRestartProxyHolding(ctx context.Context, n *Node, hold func(context.Context) error) error {
 	old := n.proxyProc()
 	if old == nil || old.exited() {
 		return fmt.Errorf("node %s has no running proxy to restart", n.Name)
@@ -185,12 +195,18 @@ func (c *Cluster) ColdRestartProxy(ctx context.Context, n *Node) error {
 	}
 	<-old.done
 	c.forget(old)
+	var held error
+	if hold != nil {
+		if held = hold(ctx); held != nil {
+			held = fmt.Errorf("cold restart of node %s's proxy: holding the gap: %w", n.Name, held)
+		}
+	}
 	p, err := c.start(n.NS, "proxy~"+n.Name+"~cold-restart", withRestartEpoch(old.cmd.Args, 0)...)
 	if err != nil {
-		return err
+		return errors.Join(held, err)
 	}
 	procMu.Lock()
 	n.proxy = p
 	procMu.Unlock()
-	return c.WaitProxyReady(ctx, n, 30*time.Second)
+	return errors.Join(held, c.WaitProxyReady(ctx, n, 30*time.Second))
 }

@@ -61,7 +61,7 @@ func cases(r *rig) []redgreen.Case {
 		},
 		{
 			Name: "cold-restart-gap", Role: redgreen.Control,
-			Description: "node-a's proxy is restarted without a hot restart (kill -9, then a new proxy with its arguments) while a prober sends web-0's requests to api on a new connection every " + probeEvery.String() + "; cron's pair is made dormant before",
+			Description: "node-a's proxy is restarted without a hot restart (kill -9, then a new proxy with its arguments, started once a probe sent after the kill was lost) while a prober sends web-0's requests to api on a new connection every " + probeEvery.String() + "; cron's pair is made dormant before",
 			Expect:      "probes are lost (not answered 200 within the prober's deadline) while no proxy serves web-0's listener, and api-0's record misses some of them too",
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return proxyRestart(ctx, r, windowHour, cold) },
 			Check:       checkColdRestartGap,

@@ -14,16 +14,64 @@ import (
 	"github.com/aether-mesh/aether/rigs/redgreen"
 )
 
-// restarter restarts node n's proxy.
+// restarter restarts node n's proxy under the prober s.
 type restarter struct {
 	name string
-	run  func(nc *node.Cluster, ctx context.Context, n *node.Node) error
+	run  func(nc *node.Cluster, ctx context.Context, n *node.Node, s *stream) error
 }
 
 var (
-	hot  = restarter{"hot restart", (*node.Cluster).HotRestartProxy}
-	cold = restarter{"cold restart (kill -9, then a new proxy)", (*node.Cluster).ColdRestartProxy}
+	hot = restarter{"hot restart", func(nc *node.Cluster, ctx context.Context, n *node.Node, _ *stream) error {
+		return nc.HotRestartProxy(ctx, n)
+	}}
+	// cold holds the gap open until the prober lost a probe sent into
+	// it: a control's loss must not depend on a probe happening to land
+	// in the few milliseconds a new proxy may take to start.
+	cold = restarter{"cold restart (kill -9, then a new proxy)", func(nc *node.Cluster, ctx context.Context, n *node.Node, s *stream) error {
+		return nc.ColdRestartProxyHolding(ctx, n, s.lostSince)
+	}}
 )
+
+// gapWait bounds how long a control waits for its witness to see the
+// loss it must show (a probe refused in a held gap, a request failed
+// after a prune); it bounds a stalled rig, not a speed.
+const gapWait = 30 * time.Second
+
+// lostSince is a hold: it returns once a probe sent after it began has
+// failed.
+func (s *stream) lostSince(ctx context.Context) error {
+	return awaitFailure(ctx, time.Now(), s)
+}
+
+// awaitFailure returns once one of ss has a request sent at or after
+// since that failed, or an error once gapWait has passed.
+func awaitFailure(ctx context.Context, since time.Time, ss ...*stream) error {
+	deadline := time.Now().Add(gapWait)
+	for !slices.ContainsFunc(ss, func(s *stream) bool { return s.failedSince(since) }) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no request sent since %s failed within %s", since.Format(time.StampMilli), gapWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *stream) failedSince(since time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, outs := range s.out {
+		for _, o := range outs {
+			if !o.At.Before(since) && !o.ok() {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // probeEvery is the liveness prober's interval: a new connection from
 // web-0 to api through node-a's proxy each time, answered within
@@ -41,7 +89,7 @@ type probed struct {
 
 // probeAcross runs the prober from web-0 while event runs, from 300 ms
 // before it to 500 ms after.
-func probeAcross(ctx context.Context, r *rig, v variant, tag string, event func() error) (probed, error) {
+func probeAcross(ctx context.Context, r *rig, v variant, tag string, event func(s *stream) error) (probed, error) {
 	c, _, err := r.cluster(ctx, v)
 	if err != nil {
 		return probed{}, err
@@ -52,7 +100,7 @@ func probeAcross(ctx context.Context, r *rig, v variant, tag string, event func(
 	}
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	err = event()
+	err = event(s)
 	time.Sleep(500 * time.Millisecond)
 	t := count(s.finish(), start)
 	if err != nil {
@@ -81,7 +129,7 @@ func proxyRestart(ctx context.Context, r *rig, v variant, how restarter) (redgre
 		return obs, err
 	}
 	pid0 := n.ProxyPID()
-	p, err := probeAcross(ctx, r, v, "hotrestart-"+string(v), func() error { return how.run(nc, ctx, n) })
+	p, err := probeAcross(ctx, r, v, "hotrestart-"+string(v), func(s *stream) error { return how.run(nc, ctx, n, s) })
 	if err != nil {
 		return obs, err
 	}
@@ -294,12 +342,12 @@ func restartInside(ctx context.Context, r *rig, v variant, how restarter) (redgr
 	}
 	n := nc.Node("node-a")
 	pid0 := n.ProxyPID()
-	p, err := probeAcross(ctx, r, v, "inside-"+string(v), func() error {
+	p, err := probeAcross(ctx, r, v, "inside-"+string(v), func(s *stream) error {
 		if err := nc.StopAgent(n); err != nil {
 			return err
 		}
 		done := make(chan error, 1)
-		go func() { done <- how.run(nc, ctx, n) }()
+		go func() { done <- how.run(nc, ctx, n, s) }()
 		time.Sleep(500 * time.Millisecond)
 		return errors.Join(nc.StartAgent(ctx, n), <-done)
 	})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -97,6 +98,10 @@ func TestDeletedFailingGateIsRefused(t *testing.T) {
 		g["verdict"] = "PASS"
 		g["reason"] = "all 5 gate(s) passed"
 	})
+	// The table shown is the evidence's, not the forged grade's.
+	if _, out := runGate(t, config{dir: dir, build: rev}); !regexp.MustCompile(`(?m)^liveness SLO +FAIL +9 / 719,984 failed`).MatchString(out) {
+		t.Errorf("the gate shows the forged table:\n%s", out)
+	}
 	for _, c := range []config{{dir: dir, build: rev}, {dir: dir, build: rev, requireSoak: true}} {
 		wantRefused(t, "failing gate deleted", c,
 			p+`: gate "liveness SLO" is missing from the grade; its evidence grades it FAIL (9 / 719,984 failed, SLO 99.999% allows 7)`,

@@ -189,18 +189,21 @@ func (g *gate) soaks(files []string) {
 			g.failedSoaks++
 			continue
 		}
-		fmt.Fprintln(g.out, render.Text(full))
+		// The evidence decides: a grade it refutes is refused, and the
+		// table shown, the soak's verdict and its builds are the re-grade's.
+		regraded, refuted := grade.Regrade(f, full)
+		if regraded != nil {
+			fmt.Fprintln(g.out, render.Text(regraded))
+		} else {
+			fmt.Fprintf(g.out, "%s(as %s declares it: not re-graded)\n\n", render.Text(full), f)
+		}
 		s, err := results.LoadSoak(f)
 		if err != nil {
 			g.failf("%v", err)
 			g.failedSoaks++
 			continue
 		}
-		problems := results.CheckSoak(f, s)
-		// The evidence decides: a grade it refutes is refused, and the
-		// soak's verdict and builds are the re-grade's.
-		regraded, refuted := grade.Regrade(f, full)
-		problems = append(problems, refuted...)
+		problems := append(results.CheckSoak(f, s), refuted...)
 		if g.requireSoak {
 			for _, name := range grade.MissingForRelease(full) {
 				problems = append(problems, fmt.Sprintf("%s: gate %q is missing: a release (-require-soak) requires the local soak's full gate set", f, name))

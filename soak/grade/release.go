@@ -1,5 +1,12 @@
 package grade
 
+import (
+	"fmt"
+	"math/big"
+
+	"github.com/aether-mesh/aether/reports/results"
+)
+
 // The gates' names. The CPU ratio and liveness gates are named here; a
 // count gate is named by its manifest, and the local soak (soak/run) names
 // its counts with these.
@@ -35,4 +42,72 @@ func MissingForRelease(g *Grade) []string {
 		}
 	}
 	return missing
+}
+
+// A release's limits are the local soak's own (aether-soak run's defaults):
+// a soak graded against looser ones asked an easier question, so a
+// manifest edited to a count limit of 1,000 and graded again cannot
+// release a build. Stricter limits pass.
+const (
+	ReleaseMaxRatio   = 1.5
+	ReleaseMinSLO     = "99.9"
+	ReleaseCountLimit = 0
+)
+
+// ReleaseRefusals says why g cannot release a build: each release gate it
+// lacks (MissingForRelease), and each it graded against a limit looser
+// than the release's, read from the gate's inputs.
+func ReleaseRefusals(g *Grade) []string {
+	var out []string
+	for _, name := range MissingForRelease(g) {
+		out = append(out, fmt.Sprintf("gate %q is missing: a release (-require-soak) requires the local soak's full gate set", name))
+	}
+	minSLO, _ := new(big.Rat).SetString(ReleaseMinSLO)
+	for _, gt := range g.Gates {
+		in := gt.Inputs
+		switch {
+		case gt.Name == GateCPURatio && (in.Ratio == nil || in.Ratio.Max > ReleaseMaxRatio):
+			out = append(out, fmt.Sprintf("gate %q is graded against %s; a release requires a limit of at most %.2f×", gt.Name, ratioLimit(in), ReleaseMaxRatio))
+		case gt.Name == GateLiveness:
+			slo, ok := new(big.Rat), false
+			if in.Liveness != nil {
+				_, ok = slo.SetString(in.Liveness.SLO)
+			}
+			if !ok || slo.Cmp(minSLO) < 0 {
+				out = append(out, fmt.Sprintf("gate %q is graded against %s; a release requires an SLO of at least %s%%", gt.Name, sloLimit(in), ReleaseMinSLO))
+			}
+		case isReleaseCount(gt.Name) && (in.Count == nil || in.Count.Limit > ReleaseCountLimit):
+			out = append(out, fmt.Sprintf("gate %q is graded against %s; a release requires a limit of %d", gt.Name, countLimit(in), ReleaseCountLimit))
+		}
+	}
+	return out
+}
+
+func isReleaseCount(name string) bool {
+	switch name {
+	case Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun:
+		return true
+	}
+	return false
+}
+
+func ratioLimit(in results.GateInputs) string {
+	if in.Ratio == nil {
+		return "no ratio inputs"
+	}
+	return fmt.Sprintf("a limit of %.2f×", in.Ratio.Max)
+}
+
+func sloLimit(in results.GateInputs) string {
+	if in.Liveness == nil {
+		return "no liveness inputs"
+	}
+	return fmt.Sprintf("an SLO of %s%%", in.Liveness.SLO)
+}
+
+func countLimit(in results.GateInputs) string {
+	if in.Count == nil {
+		return "no count inputs"
+	}
+	return fmt.Sprintf("a limit of %d", in.Count.Limit)
 }

@@ -284,3 +284,56 @@ func loadGrade(t *testing.T, p string) *grade.Grade {
 	}
 	return &g
 }
+
+// A manifest loosened and graded again (a count limit of 1,000, the SLO
+// lowered to 99 %, the CPU limit raised to 3×) agrees with its re-grade,
+// so only the release's limits refuse it; limits stricter than the local
+// soak's pass.
+func TestLoosenedLimitsCannotRelease(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	_, p := localSoak(t, dir, rev)
+	rewrite := func(edit func(m *manifest.Manifest)) {
+		t.Helper()
+		m, err := manifest.Load(loadGrade(t, p).Manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		y, err := yaml.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(m.Path, y, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gradeManifest(t, dir, m.Path, rev)
+	}
+	rewrite(func(m *manifest.Manifest) {
+		m.Gates.CPURatio.Max = 3
+		m.Gates.Liveness.SLO = "99"
+		for i := range m.Gates.Counts {
+			if m.Gates.Counts[i].Name == grade.Gate503NC {
+				m.Gates.Counts[i].Limit = 1000
+			}
+		}
+	})
+	if code, out := runGate(t, config{dir: dir, build: rev}); code != 0 {
+		t.Fatalf("test is stale: the loosened soak is refused for another reason: exit %d\n%s", code, out)
+	}
+	wantRefused(t, "loosened limits, release", config{dir: dir, build: rev, requireSoak: true},
+		p+`: gate "h3/h2 per-request proxy CPU" is graded against a limit of 3.00×; a release requires a limit of at most 1.50×`,
+		p+`: gate "liveness SLO" is graded against an SLO of 99%; a release requires an SLO of at least 99.9%`,
+		p+`: gate "503 NC" is graded against a limit of 1000; a release requires a limit of 0`)
+
+	rewrite(func(m *manifest.Manifest) {
+		m.Gates.CPURatio.Max = 1.25
+		m.Gates.Liveness.SLO = "99.99"
+		for i := range m.Gates.Counts {
+			m.Gates.Counts[i].Limit = 0
+		}
+	})
+	if code, out := runGate(t, config{dir: dir, build: rev, requireSoak: true}); code != 0 {
+		t.Errorf("stricter limits than the local soak's: exit %d\n%s", code, out)
+	}
+}

@@ -17,7 +17,7 @@
 // inputs. Evidence missing or altered, or a grade that disagrees with its
 // re-grade, fails naming the file and the gate. With -require-soak every
 // soak must also have graded the local soak's full gate set
-// (grade.ReleaseGates). Every result must also judge the build
+// (grade.ReleaseGates), each at a limit no looser than the local soak's. Every result must also judge the build
 // being gated: -build names it (make passes the checkout's revision);
 // without -build, the first suite result's build is the one every other
 // result must match. A dirty build passes only with -allow-dirty, and the
@@ -205,8 +205,8 @@ func (g *gate) soaks(files []string) {
 		}
 		problems := append(results.CheckSoak(f, s), refuted...)
 		if g.requireSoak {
-			for _, name := range grade.MissingForRelease(full) {
-				problems = append(problems, fmt.Sprintf("%s: gate %q is missing: a release (-require-soak) requires the local soak's full gate set", f, name))
+			for _, why := range grade.ReleaseRefusals(full) {
+				problems = append(problems, f+": "+why)
 			}
 		}
 		if why := g.judges(s.Build); why != "" {

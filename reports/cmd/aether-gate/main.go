@@ -17,10 +17,10 @@
 // inputs. Evidence missing or altered, or a grade that disagrees with its
 // re-grade, fails naming the file and the gate. With -require-soak every
 // soak must also have graded the local soak's full gate set
-// (grade.ReleaseGates), each at a limit no looser than the local soak's. Every result must also judge the build
-// being gated: -build names it (make passes the checkout's revision);
-// without -build, the first suite result's build is the one every other
-// result must match. A dirty build passes only with -allow-dirty, and the
+// (grade.ReleaseGates), each at a limit no looser than the local soak's.
+// Every result must also judge the build being gated: -build names it
+// (make passes the checkout's revision); without -build, the first suite
+// result's build is the one every other result must match. A dirty build passes only with -allow-dirty, and the
 // last line says it is dirty.
 package main
 
@@ -67,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("aether-gate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.dir, "dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
-	fs.BoolVar(&c.requireSoak, "require-soak", false, "fail when no soak grade is present")
+	fs.BoolVar(&c.requireSoak, "require-soak", false, "a release: fail when no soak grade is present, or one lacks the local soak's full gate set or its limits")
 	require := fs.String("require", "", "comma-separated suite names that must each have a result")
 	fs.StringVar(&c.build, "build", "", "the full git revision every result must have judged (default: the first suite result's)")
 	fs.BoolVar(&c.allowDirty, "allow-dirty", false, "accept results of the build made with uncommitted changes")

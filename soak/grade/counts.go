@@ -28,8 +28,6 @@ type TimePoint struct {
 	V float64   `json:"v"`
 }
 
-const livenessGateName = "liveness SLO"
-
 // The liveness SLO is judged over the whole soak, excluded windows
 // included: a chaos step is part of what the mesh must survive (the
 // 2026-09-30 re-soak failed on 9 probes inside its TRIPLE).
@@ -58,7 +56,7 @@ func gradeLiveness(m *manifest.Manifest, ev *loader) (*Liveness, Gate, error) {
 	if l.Timeline, err = timeline(failedS, m, "sources.probes_failed"); err != nil {
 		return nil, Gate{}, err
 	}
-	gate := Gate{Name: livenessGateName}
+	gate := Gate{Name: GateLiveness}
 	if failed > total {
 		return nil, Gate{}, fmt.Errorf("the prober counted %d failures in %d probes", failed, total)
 	}
@@ -135,7 +133,7 @@ type Count struct {
 func gradeCount(m *manifest.Manifest, ev *loader, c manifest.CountGate) (Count, Gate, error) {
 	cnt := Count{Name: c.Name, About: c.About, Limit: c.Limit}
 	if c.LoadGenErrors {
-		if err := countLoadGen(m, &cnt); err != nil {
+		if err := countLoadGen(m, ev, &cnt); err != nil {
 			return Count{}, Gate{}, err
 		}
 	} else {
@@ -203,21 +201,21 @@ func gradeCount(m *manifest.Manifest, ev *loader, c manifest.CountGate) (Count, 
 	return cnt, gate, nil
 }
 
-func countLoadGen(m *manifest.Manifest, cnt *Count) error {
+func countLoadGen(m *manifest.Manifest, ev *loader, cnt *Count) error {
 	lg := m.Sources.LoadGen
 	var run evidence.LoadRun
 	var err error
 	switch {
 	case lg.Vegeta != "":
-		if run, err = evidence.LoadVegeta(m.Resolve(lg.Vegeta)); err != nil {
+		if run, err = evidence.LoadVegeta(ev.file(lg.Vegeta)); err != nil {
 			return err
 		}
 	default:
-		if run, err = evidence.LoadK6Summary(m.Resolve(lg.K6Summary)); err != nil {
+		if run, err = evidence.LoadK6Summary(ev.file(lg.K6Summary)); err != nil {
 			return err
 		}
 		if lg.K6Events != "" {
-			events, err := evidence.LoadK6JSONLines(m.Resolve(lg.K6Events))
+			events, err := evidence.LoadK6JSONLines(ev.file(lg.K6Events))
 			if err != nil {
 				return err
 			}

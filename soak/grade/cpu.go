@@ -64,8 +64,6 @@ type CPURatio struct {
 	Method string `json:"method"`
 }
 
-const cpuGateName = "h3/h2 per-request proxy CPU"
-
 // cpuSources are the series the CPU gate reads; proxyCPU is nil when every
 // window has its own profiles.
 type cpuSources struct {
@@ -77,7 +75,7 @@ func gradeCPU(m *manifest.Manifest, ev *loader) (*CPURatio, Gate, error) {
 	res := &CPURatio{Max: cfg.Max, TargetRPS: m.TargetRPS,
 		Method: fmt.Sprintf("Hodges–Lehmann estimate of log(h3/h2) over matched pairs, exact Wilcoxon signed-rank %.0f%% interval", cfg.Confidence*100)}
 	refuse := func(reason string) (*CPURatio, Gate, error) {
-		return res, Gate{Name: cpuGateName, Verdict: Refused, Figure: fmt.Sprintf("limit ≤ %.2f×", cfg.Max), Reason: reason}, nil
+		return res, Gate{Name: GateCPURatio, Verdict: Refused, Figure: fmt.Sprintf("limit ≤ %.2f×", cfg.Max), Reason: reason}, nil
 	}
 	// Refusals come before anything is measured, so no ratio across
 	// builds is ever printed (the 3.3× of rev242 vs rev239 was exactly
@@ -93,7 +91,7 @@ func gradeCPU(m *manifest.Manifest, ev *loader) (*CPURatio, Gate, error) {
 		return refuse(r)
 	}
 	for _, w := range m.Windows {
-		win, err := measureWindow(m, w, src)
+		win, err := measureWindow(m, ev, w, src)
 		if err != nil {
 			return nil, Gate{}, fmt.Errorf("window %s: %w", w.Name, err)
 		}
@@ -185,7 +183,7 @@ func pairUp(res *CPURatio) []float64 {
 
 func decideCPU(res *CPURatio, logs []float64, cfg *manifest.CPURatioGate) (Gate, error) {
 	limit := fmt.Sprintf("limit ≤ %.2f×", cfg.Max)
-	gate := Gate{Name: cpuGateName, Verdict: Inconclusive, Figure: limit}
+	gate := Gate{Name: GateCPURatio, Verdict: Inconclusive, Figure: limit}
 	if len(logs) == 0 {
 		gate.Reason = fmt.Sprintf("no valid pair of %d: nothing was measured", len(res.Pairs))
 		return gate, nil
@@ -227,14 +225,14 @@ const profileSlack = 5 * time.Second
 // measureWindow measures one window. A figure that was not measured stays
 // nil and makes the window invalid; a boundary off the sample grid is an
 // error (evidence.Increase).
-func measureWindow(m *manifest.Manifest, w manifest.Window, src cpuSources) (Window, error) {
+func measureWindow(m *manifest.Manifest, ev *loader, w manifest.Window, src cpuSources) (Window, error) {
 	out := Window{Name: w.Name, Protocol: w.Protocol, Build: w.Build, Start: w.Start, End: w.End}
 	var why []string
 	var note string
 	var err error
 	if len(w.CPUProfiles) > 0 {
 		out.CPUSource = fmt.Sprintf("pprof (%d profile(s))", len(w.CPUProfiles))
-		out.CPUSeconds, note, err = profileCPU(m, w)
+		out.CPUSeconds, note, err = profileCPU(ev, w)
 	} else {
 		out.CPUSource = "prometheus " + evidence.FormatMatch(m.Sources.ProxyCPU.Match)
 		out.CPUSeconds, note, err = increase(src.proxyCPU, w, "sources.proxy_cpu")
@@ -302,11 +300,11 @@ func increase(series []evidence.Series, w manifest.Window, source string) (*floa
 
 // profileCPU sums the window's CPU profiles; profiles that cover less of
 // the window than it lasted did not measure its CPU.
-func profileCPU(m *manifest.Manifest, w manifest.Window) (*float64, string, error) {
+func profileCPU(ev *loader, w manifest.Window) (*float64, string, error) {
 	var covered time.Duration
 	var cpu float64
 	for _, p := range w.CPUProfiles {
-		prof, err := evidence.LoadCPUProfile(m.Resolve(p))
+		prof, err := evidence.LoadCPUProfile(ev.file(p))
 		if err != nil {
 			return nil, "", err
 		}

@@ -44,6 +44,11 @@ type Grade struct {
 	CPU         *CPURatio           `json:"cpu_ratio,omitempty"`
 	Liveness    *Liveness           `json:"liveness,omitempty"`
 	Counts      []Count             `json:"counts,omitempty"`
+	// ManifestSHA256 and Evidence bind the grade to what it was graded
+	// from: the manifest's bytes and every evidence file a gate read. The
+	// release gate re-grades from them and refuses a grade they refute.
+	ManifestSHA256 string         `json:"manifest_sha256,omitempty"`
+	Evidence       []EvidenceFile `json:"evidence,omitempty"`
 	// Build is the build that graded the soak; the commands stamp it.
 	Build results.Build `json:"build"`
 }
@@ -55,9 +60,11 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 	g := &Grade{
 		Soak: m.Name, Description: m.Description, Manifest: m.Path, Builds: m.Builds,
 		Start: m.Start, End: m.End, Excluded: m.Excluded, Events: m.Events,
+		ManifestSHA256: m.SHA256,
 	}
-	ev := &loader{m: m, prom: map[string]evidence.Matrix{}}
+	ev := &loader{m: m, prom: map[string]evidence.Matrix{}, read: map[string]map[string]bool{}}
 	if m.Gates.CPURatio != nil {
+		ev.gate = GateCPURatio
 		cpu, gate, err := gradeCPU(m, ev)
 		if err != nil {
 			return nil, fmt.Errorf("soak %s: cpu ratio gate: %w", m.Name, err)
@@ -67,6 +74,7 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 		g.Gates = append(g.Gates, gate)
 	}
 	if m.Gates.Liveness != nil {
+		ev.gate = GateLiveness
 		l, gate, err := gradeLiveness(m, ev)
 		if err != nil {
 			return nil, fmt.Errorf("soak %s: liveness gate: %w", m.Name, err)
@@ -76,6 +84,7 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 		g.Gates = append(g.Gates, gate)
 	}
 	for _, c := range m.Gates.Counts {
+		ev.gate = c.Name
 		cnt, gate, err := gradeCount(m, ev, c)
 		if err != nil {
 			return nil, fmt.Errorf("soak %s: count gate %q: %w", m.Name, c.Name, err)
@@ -85,6 +94,10 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 		g.Gates = append(g.Gates, gate)
 	}
 	g.Verdict, g.Reason = Decide(g.Gates)
+	var err error
+	if g.Evidence, err = ev.bind(); err != nil {
+		return nil, fmt.Errorf("soak %s: %w", m.Name, err)
+	}
 	return g, nil
 }
 
@@ -107,14 +120,29 @@ func ratioInputs(cpu *CPURatio, gate Gate) *results.RatioInputs {
 	return in
 }
 
-// loader reads each evidence file once.
+// loader reads each evidence file once, and records which gate read which
+// file, so the grade binds exactly what it was graded from.
 type loader struct {
 	m    *manifest.Manifest
 	prom map[string]evidence.Matrix
+	// gate is the gate being graded; read maps each file, as the manifest
+	// names it, to the gates that read it.
+	gate string
+	read map[string]map[string]bool
+}
+
+// file records that the gate being graded reads p (manifest-relative) and
+// returns the path to open it by.
+func (l *loader) file(p string) string {
+	if l.read[p] == nil {
+		l.read[p] = map[string]bool{}
+	}
+	l.read[p][l.gate] = true
+	return l.m.Resolve(p)
 }
 
 func (l *loader) series(s *manifest.Series) ([]evidence.Series, error) {
-	p := l.m.Resolve(s.Prometheus)
+	p := l.file(s.Prometheus)
 	mat, ok := l.prom[p]
 	if !ok {
 		var err error

@@ -76,7 +76,7 @@ func TestFixtureVerdicts(t *testing.T) {
 	})
 	t.Run("rev242 vs rev239: refused, two builds", func(t *testing.T) {
 		g := gradeFixture(t, "2026-09-27-rev242-vs-rev239", nil)
-		gt := gate(t, g, cpuGateName)
+		gt := gate(t, g, GateCPURatio)
 		if g.Verdict != Refused || gt.Verdict != Refused {
 			t.Fatalf("verdict %s / gate %s", g.Verdict, gt.Verdict)
 		}
@@ -98,7 +98,7 @@ func TestFixtureVerdicts(t *testing.T) {
 		if l.Failed != 9 || l.Total != 719_984 || l.Allowed != 7 {
 			t.Errorf("liveness %d / %d allowed %d, want 9 / 719,984 allowed 7", l.Failed, l.Total, l.Allowed)
 		}
-		for _, name := range []string{cpuGateName, "503 with flag NC", "prunes of in-use twins", "proxy crashes", "load-generator errors"} {
+		for _, name := range []string{GateCPURatio, "503 with flag NC", "prunes of in-use twins", "proxy crashes", "load-generator errors"} {
 			if gt := gate(t, g, name); gt.Verdict != Pass {
 				t.Errorf("%s: %s (%s)", name, gt.Verdict, gt.Reason)
 			}
@@ -143,7 +143,7 @@ func TestFixtureVerdicts(t *testing.T) {
 		if gt := gate(t, g, "load-generator errors"); gt.Verdict != Fail || gt.Figure != "1,154 (limit 0)" {
 			t.Errorf("k6: %s %s", gt.Verdict, gt.Figure)
 		}
-		if gt := gate(t, g, livenessGateName); gt.Verdict != Pass {
+		if gt := gate(t, g, GateLiveness); gt.Verdict != Pass {
 			t.Errorf("the prober passed on rev242; got %s", gt.Verdict)
 		}
 	})
@@ -158,7 +158,7 @@ func TestRefusalWithholdsTheCrossBuildRatio(t *testing.T) {
 			m.Windows[i].Build = "rev242"
 		}
 	})
-	gt := gate(t, g, cpuGateName)
+	gt := gate(t, g, GateCPURatio)
 	if gt.Verdict != Inconclusive || math.Abs(g.CPU.Ratio-3.33) > 0.1 {
 		t.Errorf("relabelled: %s at %.2fx, want the ~3.3x of #1006 (one pair: no interval)", gt.Verdict, g.CPU.Ratio)
 	}

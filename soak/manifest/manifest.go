@@ -7,6 +7,8 @@
 package manifest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +49,10 @@ type Manifest struct {
 	Dir string `json:"-"`
 	// Path is the manifest file.
 	Path string `json:"-"`
+	// SHA256 is the hex sha256 of the bytes Load decoded: a grade binds
+	// the manifest it was graded from by it. Empty for a manifest built in
+	// memory.
+	SHA256 string `json:"-"`
 }
 
 // Window is one measurement window of the per-request CPU gate. Windows are
@@ -185,6 +191,8 @@ func Load(path string) (*Manifest, error) {
 	}
 	m.Path = path
 	m.Dir = filepath.Dir(path)
+	sum := sha256.Sum256(b)
+	m.SHA256 = hex.EncodeToString(sum[:])
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
 
@@ -58,15 +59,15 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 			CPURatio: &manifest.CPURatioGate{Max: o.MaxRatio},
 			Liveness: &manifest.LivenessGate{SLO: o.SLO},
 			Counts: []manifest.CountGate{
-				{Name: "503 NC", Series: series(SeriesNC), About: aboutNC},
-				{Name: "proxy crashes", Series: series(SeriesProxyExits), About: aboutCrashes},
-				{Name: "load-generator errors", LoadGenErrors: true, About: aboutLoadErrors},
-				{Name: "schedule steps not run", Series: series(SeriesStepsNotRun), About: aboutNotRun},
+				{Name: grade.Gate503NC, Series: series(SeriesNC), About: aboutNC},
+				{Name: grade.GateCrashes, Series: series(SeriesProxyExits), About: aboutCrashes},
+				{Name: grade.GateLoadGenErrors, LoadGenErrors: true, About: aboutLoadErrors},
+				{Name: grade.GateStepsNotRun, Series: series(SeriesStepsNotRun), About: aboutNotRun},
 			},
 		},
 	}
 	if o.PrunedLive {
-		m.Gates.Counts = append(m.Gates.Counts[:1], append([]manifest.CountGate{{Name: "prunes of in-use twins", Series: series(SeriesPrunedLive), About: aboutPrunedLive}}, m.Gates.Counts[1:]...)...)
+		m.Gates.Counts = append(m.Gates.Counts[:1], append([]manifest.CountGate{{Name: grade.GatePrunedLive, Series: series(SeriesPrunedLive), About: aboutPrunedLive}}, m.Gates.Counts[1:]...)...)
 	}
 	if o.Partial != "" {
 		m.Description = "PARTIAL: " + o.Partial + ". " + m.Description

@@ -89,7 +89,8 @@ func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Ti
 	if err := load.Close(); err != nil {
 		t.Fatal(err)
 	}
-	o := Outline{Name: "synthetic", Build: "abc1234", Start: start, End: end, TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", Partial: partial}
+	o := Outline{Name: "synthetic", Build: "abc1234", Start: start, End: end, TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", Partial: partial,
+		PrunedLive: rec.Has(SeriesPrunedLive)}
 	path, err := WriteManifest(dir, Manifest(o, spans))
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +134,29 @@ func TestManifestGradesTheRunsOwnFiles(t *testing.T) {
 		if c.About == "" {
 			t.Errorf("count gate %q says nothing of what it counts", c.Name)
 		}
+	}
+}
+
+// A whole local soak grades every gate a release requires, under the names
+// the release gate looks for, and no other: a gate renamed or dropped here
+// would leave every local soak unable to release a build.
+func TestManifestGradesEveryReleaseGate(t *testing.T) {
+	rec, spans, start, end := synthetic(t, 1.2, 0)
+	for ts := start; !ts.After(end); ts = ts.Add(time.Second) {
+		if err := rec.Add(SeriesPrunedLive, map[string]string{"node": "node-a"}, ts, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, g := writeAndGrade(t, rec, spans, start, end, "")
+	if missing := grade.MissingForRelease(g); len(missing) > 0 || len(g.Gates) != len(grade.ReleaseGates) {
+		var names []string
+		for _, gt := range g.Gates {
+			names = append(names, gt.Name)
+		}
+		t.Fatalf("the local soak grades %q; a release requires %q (missing %q)", names, grade.ReleaseGates, missing)
+	}
+	if g.Verdict != grade.Pass {
+		t.Fatalf("verdict %s (%s), want PASS", g.Verdict, g.Reason)
 	}
 }
 

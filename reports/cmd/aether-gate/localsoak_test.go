@@ -15,16 +15,32 @@ import (
 	soakrun "github.com/aether-mesh/aether/soak/run"
 )
 
+// localRun is what a local soak's folder should hold.
+type localRun struct {
+	// windows is how many 10 s measurement windows ran whole (ABBA); an
+	// odd last one is dropped unpaired, as Manifest drops it.
+	windows int
+	// notRun is the steps-not-run count at the soak's end.
+	notRun float64
+	// noPrunedLive leaves the agents' prunes of in-use twins unexported.
+	noPrunedLive bool
+}
+
 // localSoak writes the folder `aether-soak run` writes for a run of six
 // ABBA pairs of build revision whose h3 windows cost 1.1× the h2 ones, and
 // grades it as `aether-soak run -gate-out` does: stamped with the build in
-// AETHER_BUILD_REVISION.
-func localSoak(t *testing.T, dir, revision string) {
+// AETHER_BUILD_REVISION. It returns the run folder and the grade's path.
+func localSoak(t *testing.T, dir, revision string) (string, string) {
+	t.Helper()
+	return localSoakOf(t, dir, revision, localRun{windows: 12})
+}
+
+func localSoakOf(t *testing.T, dir, revision string, lr localRun) (string, string) {
 	t.Helper()
 	run := t.TempDir()
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var spans []soakrun.Span
-	for i := range 12 {
+	for i := range lr.windows {
 		proto := manifest.H2
 		if k := i % 4; k == 1 || k == 2 {
 			proto = manifest.H3
@@ -45,8 +61,16 @@ func localSoak(t *testing.T, dir, revision string) {
 			reqs += 100
 			cpu += 100 * cost / 1000
 		}
-		for name, v := range map[string]float64{soakrun.SeriesProxyCPU: cpu, soakrun.SeriesProxyRequests: reqs, soakrun.SeriesClientRequests: reqs,
-			soakrun.SeriesNC: 0, soakrun.SeriesProxyExits: 0, soakrun.SeriesStepsNotRun: 0, soakrun.SeriesProbes: reqs / 10, soakrun.SeriesProbesFailed: 0} {
+		notRun := 0.0
+		if at.Equal(end) {
+			notRun = lr.notRun
+		}
+		series := map[string]float64{soakrun.SeriesProxyCPU: cpu, soakrun.SeriesProxyRequests: reqs, soakrun.SeriesClientRequests: reqs,
+			soakrun.SeriesNC: 0, soakrun.SeriesProxyExits: 0, soakrun.SeriesStepsNotRun: notRun, soakrun.SeriesProbes: reqs / 10, soakrun.SeriesProbesFailed: 0}
+		if !lr.noPrunedLive {
+			series[soakrun.SeriesPrunedLive] = 0
+		}
+		for name, v := range series {
 			if err := rec.Add(name, map[string]string{"node": "node-a"}, at, v); err != nil {
 				t.Fatal(err)
 			}
@@ -64,10 +88,18 @@ func localSoak(t *testing.T, dir, revision string) {
 		t.Fatal(err)
 	}
 	path, err := soakrun.WriteManifest(run, soakrun.Manifest(soakrun.Outline{Name: "local", Build: revision, Start: start, End: end,
-		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9"}, spans))
+		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", PrunedLive: !lr.noPrunedLive}, spans))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run, gradeManifest(t, dir, path, revision)
+}
+
+// gradeManifest grades the soak at path as `aether-soak grade` does,
+// stamped with build revision, into dir/soaks/<name>, and returns the
+// grade's path.
+func gradeManifest(t *testing.T, dir, path, revision string) string {
+	t.Helper()
 	m, err := manifest.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +111,11 @@ func localSoak(t *testing.T, dir, revision string) {
 	t.Setenv(results.EnvRevision, revision)
 	t.Setenv(results.EnvDirty, "false")
 	g.Build = results.Stamp(nil)
-	if err := render.WriteSoak(filepath.Join(dir, "soaks", "local"), g, nil); err != nil {
+	out := filepath.Join(dir, "soaks", m.Name)
+	if err := render.WriteSoak(out, g, nil); err != nil {
 		t.Fatal(err)
 	}
+	return filepath.Join(out, render.GradeFile)
 }
 
 // A local soak's grade speaks for the build it ran and was graded by, and

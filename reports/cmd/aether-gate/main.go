@@ -12,11 +12,15 @@
 // never got to write one is a failure, not an absence.
 //
 // No declared verdict is trusted: a suite's verdict is recomputed from its
-// rows, a soak's from each gate's inputs, and a disagreement fails naming
-// the file and the row or gate. Every result must also judge the build
-// being gated: -build names it (make passes the checkout's revision);
-// without -build, the first suite result's build is the one every other
-// result must match. A dirty build passes only with -allow-dirty, and the
+// rows; a soak's grade is re-graded from the manifest and the evidence
+// files it binds by sha256, and each gate's verdict recomputed from its
+// inputs. Evidence missing or altered, or a grade that disagrees with its
+// re-grade, fails naming the file and the gate. With -require-soak every
+// soak must also have graded the local soak's full gate set
+// (grade.ReleaseGates), each at a limit no looser than the local soak's.
+// Every result must also judge the build being gated: -build names it
+// (make passes the checkout's revision); without -build, the first suite
+// result's build is the one every other result must match. A dirty build passes only with -allow-dirty, and the
 // last line says it is dirty.
 package main
 
@@ -32,6 +36,7 @@ import (
 
 	"github.com/aether-mesh/aether/reports/render"
 	"github.com/aether-mesh/aether/rigs/results"
+	"github.com/aether-mesh/aether/soak/grade"
 )
 
 // config is what the flags ask for.
@@ -62,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("aether-gate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.dir, "dir", "reports/latest", "the report directory that make gate and aether-soak grade write")
-	fs.BoolVar(&c.requireSoak, "require-soak", false, "fail when no soak grade is present")
+	fs.BoolVar(&c.requireSoak, "require-soak", false, "a release: fail when no soak grade is present, or one lacks the local soak's full gate set or its limits")
 	require := fs.String("require", "", "comma-separated suite names that must each have a result")
 	fs.StringVar(&c.build, "build", "", "the full git revision every result must have judged (default: the first suite result's)")
 	fs.BoolVar(&c.allowDirty, "allow-dirty", false, "accept results of the build made with uncommitted changes")
@@ -172,8 +177,10 @@ func (g *gate) suites(files []string) int {
 	return n
 }
 
-// soaks judges every soak grade: its gates recomputed, the build that
-// graded it, and whether the soak ran the build being gated at all.
+// soaks judges every soak grade: re-graded from the manifest and evidence
+// it binds, its gates recomputed, the build that graded it, whether the
+// soak ran the build being gated at all and, for a release, whether it
+// graded the local soak's full gate set.
 func (g *gate) soaks(files []string) {
 	for _, f := range files {
 		full, err := render.LoadGrade(f)
@@ -182,25 +189,41 @@ func (g *gate) soaks(files []string) {
 			g.failedSoaks++
 			continue
 		}
-		fmt.Fprintln(g.out, render.Text(full))
+		// The evidence decides: a grade it refutes is refused, and the
+		// table shown, the soak's verdict and its builds are the re-grade's.
+		regraded, refuted := grade.Regrade(f, full)
+		if regraded != nil {
+			fmt.Fprintln(g.out, render.Text(regraded))
+		} else {
+			fmt.Fprintf(g.out, "%s(as %s declares it: not re-graded)\n\n", render.Text(full), f)
+		}
 		s, err := results.LoadSoak(f)
 		if err != nil {
 			g.failf("%v", err)
 			g.failedSoaks++
 			continue
 		}
-		problems := results.CheckSoak(f, s)
+		problems := append(results.CheckSoak(f, s), refuted...)
+		if g.requireSoak {
+			for _, why := range grade.ReleaseRefusals(full) {
+				problems = append(problems, f+": "+why)
+			}
+		}
 		if why := g.judges(s.Build); why != "" {
 			problems = append(problems, f+": the grade "+why)
 		}
-		if g.rev != "" && !results.SoakCovers(s.Builds, g.rev) {
+		gates, builds := s.Gates, s.Builds
+		if regraded != nil {
+			gates, builds = regraded.Gates, regraded.Builds
+		}
+		if g.rev != "" && !results.SoakCovers(builds, g.rev) {
 			problems = append(problems, fmt.Sprintf("%s: cannot judge build %s from soak %s: it ran %s",
-				f, g.rev, s.Soak, strings.Join(s.Builds, ", ")))
+				f, g.rev, s.Soak, strings.Join(builds, ", ")))
 		}
 		for _, p := range problems {
 			g.failf("%s", p)
 		}
-		if v, _ := results.DecideSoak(recomputed(s.Gates)); v != results.Pass || len(problems) > 0 {
+		if v, _ := results.DecideSoak(recomputed(gates)); v != results.Pass || regraded == nil || len(problems) > 0 {
 			g.failedSoaks++
 		}
 	}

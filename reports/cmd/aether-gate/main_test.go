@@ -16,6 +16,7 @@ import (
 	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
+	"sigs.k8s.io/yaml"
 )
 
 // rev is the build under test in every case; the testdata results are
@@ -47,19 +48,33 @@ func write(t *testing.T, dir string, r results.Result) {
 	}
 }
 
-// soak grades a fixture soak as if it had run revision (when not empty)
-// and as if graded by build b.
+// soak copies a fixture soak into a folder of its own, makes it a soak of
+// revision (when not empty) by rewriting its manifest there, and grades it
+// as if graded by build b. The gate re-grades from that copy, so a case
+// may forge it.
 func soak(t *testing.T, dir, fixture, revision string, b results.Build) string {
 	t.Helper()
-	m, err := manifest.Load(filepath.Join("../../../fixtures/soaks", fixture, "manifest.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := copyFixture(t, fixture)
 	if revision != "" {
+		m, err := manifest.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		m.Builds = []string{revision}
 		for i := range m.Windows {
 			m.Windows[i].Build = revision
 		}
+		y, err := yaml.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, y, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := manifest.Load(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	g, err := grade.Run(m)
 	if err != nil {
@@ -71,6 +86,17 @@ func soak(t *testing.T, dir, fixture, revision string, b results.Build) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(out, render.GradeFile)
+}
+
+// copyFixture copies fixtures/soaks/<fixture> into a new temporary folder
+// of the same name and returns its manifest's path.
+func copyFixture(t *testing.T, fixture string) string {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), fixture)
+	if err := os.CopyFS(to, os.DirFS(filepath.Join("../../../fixtures/soaks", fixture))); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(to, "manifest.yaml")
 }
 
 func runGate(t *testing.T, c config) (int, string) {
@@ -115,10 +141,22 @@ func TestGate(t *testing.T) {
 		t.Errorf("-require-soak without a soak: exit %d\n%s", code, out)
 	}
 
-	soak(t, dir, "2026-09-28-rev247-same-build-ab", rev, built(rev, false))
-	code, out = runGate(t, config{dir: dir, build: rev, requireSoak: true})
+	p := soak(t, dir, "2026-09-28-rev247-same-build-ab", rev, built(rev, false))
+	code, out = runGate(t, config{dir: dir, build: rev})
 	if code != 0 || !strings.Contains(out, "1.18× [1.14, 1.21]") || !strings.Contains(out, "PASS: 1 suite(s) and 1 soak(s) passed") {
 		t.Errorf("passing suite and soak: exit %d\n%s", code, out)
+	}
+	// The recorded soak graded two of the local soak's seven gates: it
+	// cannot release a build.
+	code, out = runGate(t, config{dir: dir, build: rev, requireSoak: true})
+	if code != 1 {
+		t.Errorf("a release on a soak without the full gate set: exit %d\n%s", code, out)
+	}
+	for _, name := range []string{"liveness SLO", "503 NC", "prunes of in-use twins", "proxy crashes", "schedule steps not run"} {
+		wantAll(t, "release on rev247", out, p+`: gate "`+name+`" is missing: a release (-require-soak) requires the local soak's full gate set`)
+	}
+	if strings.Contains(out, `gate "h3/h2 per-request proxy CPU" is missing`) || strings.Contains(out, `gate "load-generator errors" is missing`) {
+		t.Errorf("a gate the soak graded is reported missing:\n%s", out)
 	}
 
 	soak(t, dir, "2026-09-30-resoak-1.0.13-84fb413", rev, built(rev, false))

@@ -1,0 +1,113 @@
+package grade
+
+import (
+	"fmt"
+	"math/big"
+
+	"github.com/aether-mesh/aether/rigs/results"
+)
+
+// The gates' names. The CPU ratio and liveness gates are named here; a
+// count gate is named by its manifest, and the local soak (soak/run) names
+// its counts with these.
+const (
+	GateCPURatio      = "h3/h2 per-request proxy CPU"
+	GateLiveness      = "liveness SLO"
+	Gate503NC         = "503 NC"
+	GatePrunedLive    = "prunes of in-use twins"
+	GateCrashes       = "proxy crashes"
+	GateLoadGenErrors = "load-generator errors"
+	GateStepsNotRun   = "schedule steps not run"
+)
+
+// ReleaseGates is the local soak's full gate set: a release rests on a
+// soak that graded every one of them. A soak that lacks one was not asked
+// the question, and a grade that lacks one did not answer it: a soak cut
+// short before its first ABBA pair has no CPU gate, a soak whose agents
+// export no prunes of in-use twins has no prune gate, and neither can
+// release a build.
+var ReleaseGates = []string{GateCPURatio, GateLiveness, Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun}
+
+// MissingForRelease names every release gate g does not carry, in
+// ReleaseGates' order.
+func MissingForRelease(g *Grade) []string {
+	has := map[string]bool{}
+	for _, gt := range g.Gates {
+		has[gt.Name] = true
+	}
+	var missing []string
+	for _, name := range ReleaseGates {
+		if !has[name] {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// A release's limits are the local soak's own (aether-soak run's defaults):
+// a soak graded against looser ones asked an easier question, so a
+// manifest edited to a count limit of 1,000 and graded again cannot
+// release a build. Stricter limits pass.
+const (
+	ReleaseMaxRatio   = 1.5
+	ReleaseMinSLO     = "99.9"
+	ReleaseCountLimit = 0
+)
+
+// ReleaseRefusals says why g cannot release a build: each release gate it
+// lacks (MissingForRelease), and each it graded against a limit looser
+// than the release's, read from the gate's inputs.
+func ReleaseRefusals(g *Grade) []string {
+	var out []string
+	for _, name := range MissingForRelease(g) {
+		out = append(out, fmt.Sprintf("gate %q is missing: a release (-require-soak) requires the local soak's full gate set", name))
+	}
+	minSLO, _ := new(big.Rat).SetString(ReleaseMinSLO)
+	for _, gt := range g.Gates {
+		in := gt.Inputs
+		switch {
+		case gt.Name == GateCPURatio && (in.Ratio == nil || in.Ratio.Max > ReleaseMaxRatio):
+			out = append(out, fmt.Sprintf("gate %q is graded against %s; a release requires a limit of at most %.2f×", gt.Name, ratioLimit(in), ReleaseMaxRatio))
+		case gt.Name == GateLiveness:
+			slo, ok := new(big.Rat), false
+			if in.Liveness != nil {
+				_, ok = slo.SetString(in.Liveness.SLO)
+			}
+			if !ok || slo.Cmp(minSLO) < 0 {
+				out = append(out, fmt.Sprintf("gate %q is graded against %s; a release requires an SLO of at least %s%%", gt.Name, sloLimit(in), ReleaseMinSLO))
+			}
+		case isReleaseCount(gt.Name) && (in.Count == nil || in.Count.Limit > ReleaseCountLimit):
+			out = append(out, fmt.Sprintf("gate %q is graded against %s; a release requires a limit of %d", gt.Name, countLimit(in), ReleaseCountLimit))
+		}
+	}
+	return out
+}
+
+func isReleaseCount(name string) bool {
+	switch name {
+	case Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun:
+		return true
+	}
+	return false
+}
+
+func ratioLimit(in results.GateInputs) string {
+	if in.Ratio == nil {
+		return "no ratio inputs"
+	}
+	return fmt.Sprintf("a limit of %.2f×", in.Ratio.Max)
+}
+
+func sloLimit(in results.GateInputs) string {
+	if in.Liveness == nil {
+		return "no liveness inputs"
+	}
+	return fmt.Sprintf("an SLO of %s%%", in.Liveness.SLO)
+}
+
+func countLimit(in results.GateInputs) string {
+	if in.Count == nil {
+		return "no count inputs"
+	}
+	return fmt.Sprintf("a limit of %d", in.Count.Limit)
+}

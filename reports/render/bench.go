@@ -40,7 +40,7 @@ func benchLatencyChart(r *bench.Report) (string, error) {
 	p.Y.Label.Text = "latency, µs (log)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	n := 0
+	n, top := 0, 0.0
 	for _, row := range r.Rows {
 		if row.Paced == nil || len(row.Paced.Latency.Quantiles) != len(bench.QuantileLevels) {
 			continue
@@ -49,6 +49,7 @@ func benchLatencyChart(r *bench.Report) (string, error) {
 		for i, q := range bench.QuantileLevels {
 			if v := row.Paced.Latency.Quantiles[i]; v > 0 {
 				xy = append(xy, plotter.XY{X: q * 100, Y: v})
+				top = math.Max(top, v)
 			}
 		}
 		if len(xy) == 0 {
@@ -67,6 +68,8 @@ func benchLatencyChart(r *bench.Report) (string, error) {
 		return "", nil
 	}
 	p.X.Min, p.X.Max = 0, 100
+	// A decade above the slowest tail, for the legend.
+	p.Y.Max = top * 10
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	return renderChart(p, 16*vg.Centimeter, 9*vg.Centimeter)
@@ -80,6 +83,7 @@ func benchCPUChart(r *bench.Report) (string, error) {
 	p.Y.Label.Text = "vCPU per 1000 rps"
 	var names []string
 	var a, b plotter.Values
+	top := 0.0
 	for _, row := range r.Rows {
 		if row.Paced == nil || len(row.Proxies) != 2 {
 			continue
@@ -87,6 +91,7 @@ func benchCPUChart(r *bench.Report) (string, error) {
 		names = append(names, row.Name)
 		a = append(a, row.Proxies[0].PerThousand)
 		b = append(b, row.Proxies[1].PerThousand)
+		top = math.Max(top, math.Max(row.Proxies[0].PerThousand, row.Proxies[1].PerThousand))
 	}
 	if len(names) == 0 {
 		return "", nil
@@ -106,6 +111,8 @@ func benchCPUChart(r *bench.Report) (string, error) {
 	p.Legend.Add("source node's proxy", ba)
 	p.Legend.Add("destination node's proxy", bb)
 	p.Legend.Top = true
+	// Room above the tallest bar for the legend.
+	p.Y.Min, p.Y.Max = 0, top*1.4
 	p.NominalX(names...)
 	p.Add(plotter.NewGrid())
 	return renderChart(p, 16*vg.Centimeter, 8*vg.Centimeter)

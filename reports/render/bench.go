@@ -242,7 +242,8 @@ var benchPage = template.Must(template.New("bench").Funcs(benchFuncs).Parse(`<!D
 <style>` + style + `</style></head><body>
 <h1>aether bench {{.R.Run}}</h1>
 <p>{{ts .R.Start}} to {{ts .R.End}} UTC on {{.R.CPUs}} CPUs, load average {{f2 (index .R.LoadBefore 0)}} {{f2 (index .R.LoadBefore 1)}} {{f2 (index .R.LoadBefore 2)}} before, {{f2 (index .R.LoadAfter 0)}} {{f2 (index .R.LoadAfter 1)}} {{f2 (index .R.LoadAfter 2)}} after (the machine is shared).
-Build {{with .R.Build.Revision}}{{short .}}{{else}}unknown{{end}}{{if .R.Build.Dirty}} (dirty){{end}}, {{.R.Build.Go}}, kernel {{.R.Build.Kernel}}.</p>
+Build {{with .R.Build.Revision}}{{short .}}{{else}}unknown{{end}}{{if .R.Build.Dirty}} (dirty){{end}}, {{.R.Build.Go}}, kernel {{.R.Build.Kernel}}.
+{{with .R.Tools}}Tools: {{range $k, $v := .}}{{$v}}; {{end}}{{end}}</p>
 <p>Load: {{.R.Method.Generator}}, {{.R.Method.PayloadBytes}} B POST bodies, {{.R.Method.RPS}} rps paced over {{.R.Method.Conns}} connections for {{.R.Method.PacedSeconds}} s, then closed loop for {{.R.Method.ClosedSeconds}} s, per visit; {{.R.Method.StreamTool}} for {{.R.Method.StreamSeconds}} s per visit (UDP unpaced, {{.R.Method.UDPLen}} B datagrams). Peers run {{.R.Method.Threads}} workers each. Visiting order (ABBA): {{range $i, $o := .R.Order}}{{if $i}}, {{end}}{{$o}}{{end}}.</p>
 <h2>HTTP rows</h2>
 <table><tr><th>row</th><th>path</th><th>achieved rps</th><th>p50 / p90 / p99 µs</th><th>added p50 / p90 / p99 µs</th><th>closed-loop rps</th><th>vCPU per 1000 rps (each proxy)</th><th>closed loop vCPU per 1000 rps</th><th>RSS MiB</th><th>failed</th></tr>

@@ -171,6 +171,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		Method: Method{Generator: "h2load --h1", Conns: cfg.Conns, RPS: cfg.RPS, PacedSeconds: cfg.Paced.Seconds(),
 			ClosedSeconds: cfg.Closed.Seconds(), PayloadBytes: cfg.Payload, StreamTool: "iperf3",
 			StreamSeconds: cfg.Stream.Seconds(), UDPLen: cfg.UDPLen, Threads: cfg.Threads}}
+	rep.Tools = Versions(ctx, Tools)
 	if rep.LoadBefore, err = LoadAverage("/proc"); err != nil {
 		return nil, err
 	}

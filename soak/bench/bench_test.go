@@ -315,3 +315,10 @@ aether_proxy_http_requests_total{cluster="quic:batch.demo|api.demo|8080",code="2
 		t.Error("malformed metrics: no error")
 	}
 }
+
+func TestVersionsNamesAFailure(t *testing.T) {
+	v := Versions(t.Context(), []Tool{{Program: "aether-no-such-tool", Package: "x"}})
+	if !strings.HasPrefix(v["aether-no-such-tool"], "unknown (") {
+		t.Errorf("a missing tool's version = %q, want it marked unknown with the error", v["aether-no-such-tool"])
+	}
+}

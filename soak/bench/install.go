@@ -87,6 +87,23 @@ func Install(ctx context.Context, tools []Tool, logf func(string, ...any)) error
 	return nil
 }
 
+// versionArgs is how each tool prints its version.
+var versionArgs = map[string][]string{"h2load": {"--version"}, "iperf3": {"--version"}, "haproxy": {"-v"}, "nginx": {"-v"}}
+
+// Versions returns each tool's version line, as the report records it.
+func Versions(ctx context.Context, tools []Tool) map[string]string {
+	out := map[string]string{}
+	for _, t := range tools {
+		b, err := exec.CommandContext(ctx, t.Program, versionArgs[t.Program]...).CombinedOutput()
+		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		if err != nil {
+			line = fmt.Sprintf("unknown (%v)", err)
+		}
+		out[t.Program] = line
+	}
+	return out
+}
+
 func programs(ts []Tool) string {
 	var s []string
 	for _, t := range ts {

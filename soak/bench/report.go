@@ -42,6 +42,8 @@ type Report struct {
 	LoadBefore [3]float64 `json:"load_before"`
 	LoadAfter  [3]float64 `json:"load_after"`
 	Method     Method     `json:"method"`
+	// Tools is the version line of each load generator and peer.
+	Tools map[string]string `json:"tools"`
 	// Order is the visiting order (ABBA).
 	Order []string `json:"order"`
 	Rows  []Row    `json:"rows"`

@@ -36,7 +36,7 @@ export AETHER_BUILD_DIRTY := $(BUILD_DIRTY)
 # says the build is not releasable).
 GATE_BUILD = $(if $(BUILD_REVISION),-build $(BUILD_REVISION)) $(if $(filter true,$(BUILD_DIRTY)),-allow-dirty)
 
-.PHONY: help test gate rigs suites e2e kind-check soak soak-run soak-smoke report build vet clean
+.PHONY: help test gate rigs suites e2e kind-check soak soak-run soak-smoke bench report build vet clean
 
 help:
 	@echo "make gate    run every local red-then-green suite and the soak smoke, write $(REPORTS)/, print the verdict"
@@ -48,6 +48,7 @@ help:
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make soak-run    run a local soak on the embedded netns cluster ($(SOAK_DURATION); SOAK_DURATION=…), grade it into reports/runs/<run>/, update reports/index.html"
 	@echo "make soak-smoke  the same for $(SOAK_SMOKE_DURATION) (make gate runs it and requires its grade)"
+	@echo "make bench   the side-by-side benchmark on the netns cluster: direct, the mesh (h2, h3, L4 TCP, UDP), HAProxy and nginx; writes reports/bench/<run>/ (root, ~7 min)"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
 	@echo "make build   build every binary into bin/"
 	@echo "make vet     go vet every package (make test runs it first)"
@@ -127,6 +128,13 @@ soak:
 soak-run soak-smoke:
 	@$(GO) build -o bin/ ./reports/cmd/aether-soak
 	bin/aether-soak run -duration $(if $(filter soak-smoke,$@),$(SOAK_SMOKE_DURATION),$(SOAK_DURATION)) $(SOAK_RUN_ARGS)
+
+# The benchmark (soak/bench/README.md): built, not go run, so it exits with
+# its own status; BENCH_ARGS passes flags (e.g. -v, -paced 30s).
+BENCH_ARGS ?=
+bench:
+	@$(GO) build -o bin/ ./reports/cmd/aether-bench
+	bin/aether-bench -out reports/bench $(BENCH_ARGS)
 
 report:
 	$(GO) run ./reports/cmd/aether-report -out reports

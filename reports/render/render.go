@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aether-mesh/aether/rigs/results"
+	"github.com/aether-mesh/aether/soak/bench"
 	"github.com/aether-mesh/aether/soak/grade"
 )
 
@@ -391,6 +392,20 @@ type Run struct {
 // Index renders the nightly index: every run with its verdict and the
 // trend of the h3/h2 ratio.
 func Index(runs []Run, suites []results.Result) ([]byte, error) {
+	return IndexWithBench(runs, suites, nil)
+}
+
+// BenchDir is the benchmark's folder beside the index (reports/bench).
+const BenchDir = "bench"
+
+// IndexWithBench is Index with the benchmark's history (soak/bench) below
+// the runs: its runs, linked under BenchDir, and the trend of their CPU
+// per request.
+func IndexWithBench(runs []Run, suites []results.Result, benchHistory []bench.HistoryEntry) ([]byte, error) {
+	benchHTML, err := benchSection(benchHistory, BenchDir+"/")
+	if err != nil {
+		return nil, err
+	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Grade.Start.Before(runs[j].Grade.Start) })
 	var gs []*grade.Grade
 	for _, r := range runs {
@@ -404,7 +419,8 @@ func Index(runs []Run, suites []results.Result) ([]byte, error) {
 		Runs   []Run
 		Trend  template.HTML
 		Suites []suiteView
-	}{Runs: runs, Trend: template.HTML(trend)} //nolint:gosec // produced by vgsvg from numbers
+		Bench  template.HTML
+	}{Runs: runs, Trend: template.HTML(trend), Bench: benchHTML} //nolint:gosec // produced by vgsvg from numbers
 	for _, r := range suites {
 		d.Suites = append(d.Suites, suiteView{R: r, Class: verdictClass(string(r.Verdict))})
 	}
@@ -423,6 +439,7 @@ var indexPage = template.Must(template.New("index").Funcs(funcs).Parse(`<!DOCTYP
 {{range .Runs}}<tr><td><a href="{{.Link}}">{{.Grade.Soak}}</a></td><td>{{t .Grade.Start}}</td><td>{{join .Grade.Builds ", "}}</td><td><span class="badge {{class .Grade.Verdict}}">{{.Grade.Verdict}}</span></td><td>{{with .Grade.CPU}}{{if .Ratio}}{{f2 .Ratio}}×{{if .Bounded}} [{{f2 .Lower}}, {{f2 .Upper}}]{{end}}{{else}}—{{end}}{{else}}—{{end}}</td><td>{{.Grade.Reason}}</td></tr>
 {{end}}</table>
 {{if .Trend}}<h2>Trend of the ratio</h2><figure>{{.Trend}}<figcaption>h3/h2 per-request CPU per run, with its interval, against the gate</figcaption></figure>{{end}}
+{{if .Bench}}<h2>Benchmark: direct, the mesh, HAProxy and nginx</h2>{{.Bench}}{{end}}
 {{if .Suites}}<h2>Latest suites</h2><table><tr><th>suite</th><th>verdict</th><th>reason</th></tr>
 {{range .Suites}}<tr><td>{{.R.Suite}}</td><td><span class="badge {{.Class}}">{{.R.Verdict}}</span></td><td>{{.R.Reason}}</td></tr>{{end}}</table>{{end}}
 </body></html>

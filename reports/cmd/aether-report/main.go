@@ -2,7 +2,8 @@
 // one folder per soak under <out>/runs/ (report.html, grade.json,
 // junit.xml) and the nightly index <out>/index.html listing every run with
 // its verdict and the trend of the h3/h2 ratio, including runs graded
-// earlier that are still under <out>/runs/. Suite results under
+// earlier that are still under <out>/runs/, and the benchmark's history
+// (<out>/bench/history.jsonl, written by make bench) with its trend. Suite results under
 // -suites, when present, join each page as red-then-green tables.
 //
 // A soak's FAIL is part of the report, not an error: the command exits
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 
 	"github.com/aether-mesh/aether/reports/render"
+	"github.com/aether-mesh/aether/soak/bench"
 	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
@@ -98,7 +100,13 @@ func run(out, soaks, suitesDir string, stdout, stderr io.Writer) int {
 		}
 		runs = append(runs, render.Run{Grade: g, Link: link})
 	}
-	page, err := render.Index(runs, suites)
+	// The benchmark's history (make bench) joins the index when present.
+	hist, err := bench.ReadHistory(filepath.Join(out, render.BenchDir, bench.HistoryFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "aether-report: %v\n", err)
+		return 2
+	}
+	page, err := render.IndexWithBench(runs, suites, hist)
 	if err != nil {
 		fmt.Fprintf(stderr, "aether-report: %v\n", err)
 		return 2

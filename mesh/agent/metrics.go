@@ -63,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		pairsPruned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aether_agent_pairs_pruned_total",
 			Help: "QUIC pairs pruned with their twin, by reason."}, []string{"reason"}),
 		pairsPrunedLive: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pairs_pruned_live_total",
-			Help: "Pruned pairs whose twin served a request in the minute before (by the proxy's metrics with --proxy-metrics-url, else by evidence of use); must stay 0."}),
+			Help: "Pruned pairs whose twin served a request in the minute before (by the proxy's metrics with --proxy-metrics-url, else by evidence of use), for a dormant pair since it went dormant; must stay 0."}),
 		pairStateCorrupt: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pair_state_corrupt_total",
 			Help: "Unusable observed-upstreams.json files moved aside at start."}),
 		fetchWindowOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_pairs_fetch_window_open",

@@ -60,6 +60,10 @@ type pair struct {
 	// lastSeen is when evidence of use last came, in this process; zero
 	// for a pair only persisted.
 	lastSeen time.Time
+	// dormantAt is when the pair went dormant in this process (its start,
+	// for one carried over dormant); zero while live. Its twin was
+	// withdrawn then: what it served before is no use of it at a prune.
+	dormantAt time.Time
 	// fetched: subscribed by name on a stream since start, other than
 	// re-subscribed in a fresh stream's first request. Only the
 	// pre-#1073 control reads it.
@@ -80,9 +84,10 @@ func (p *pair) seen(evidence string, now time.Time) {
 // prunedPair is a pair just pruned, kept until it is judged against the
 // proxy's traffic once a.mu is released (traffic.go).
 type prunedPair struct {
-	twin     string
-	lastSeen time.Time
-	at       time.Time
+	twin      string
+	lastSeen  time.Time
+	dormantAt time.Time
+	at        time.Time
 }
 
 // loadPairs reads the state dir's demand set into a.pairs. An unusable
@@ -101,8 +106,9 @@ func (a *Agent) loadPairs() {
 	for _, t := range st.Live {
 		a.pairs[t] = &pair{evidence: EvidencePersisted}
 	}
+	now := time.Now()
 	for _, t := range st.Dormant {
-		a.pairs[t] = &pair{dormant: true, evidence: EvidencePersisted}
+		a.pairs[t] = &pair{dormant: true, evidence: EvidencePersisted, dormantAt: now}
 	}
 	// Until a fresh stream states what the proxy holds, any persisted
 	// twin may be subscribed: a pair leaving meanwhile goes dormant, and
@@ -175,7 +181,7 @@ func (a *Agent) prune(t xdsnames.Twin, reason string, now time.Time) {
 	p := a.pairs[t]
 	delete(a.pairs, t)
 	a.metrics.pairsPruned.WithLabelValues(reason).Inc()
-	a.pruned = append(a.pruned, prunedPair{twin: xdsnames.TwinCluster(t), lastSeen: p.lastSeen, at: now})
+	a.pruned = append(a.pruned, prunedPair{twin: xdsnames.TwinCluster(t), lastSeen: p.lastSeen, dormantAt: p.dormantAt, at: now})
 	a.log.Info("QUIC pair pruned", "cluster", xdsnames.TwinCluster(t), "reason", reason, "state", p.state(), "evidence", p.evidence)
 }
 
@@ -262,7 +268,10 @@ func (a *Agent) settlePairs(now time.Time) {
 			a.prune(t, PrunedOnRemoval, now)
 			changed = true
 		case removed != p.dormant:
-			p.dormant = removed
+			p.dormant, p.dormantAt = removed, time.Time{}
+			if removed {
+				p.dormantAt = now
+			}
 			changed = true
 			a.log.Info("QUIC pair "+p.state(), "cluster", xdsnames.TwinCluster(t))
 		}

@@ -575,6 +575,70 @@ func TestPrunedLiveByProxyMetrics(t *testing.T) {
 	}
 }
 
+// TestDormantPruneJudgedSinceDormant: a pair pruned dormant (a new proxy
+// generation not re-subscribing it) is judged on what its twin served
+// after it went dormant, not on the requests its source sent before
+// leaving, even when the prune comes seconds after them and the sample
+// that first sees them is taken after the pair went dormant (as the
+// prune's own sample is). A twin whose count grows after a sample taken
+// while it is dormant is still counted as served.
+func TestDormantPruneJudgedSinceDormant(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		metrics  bool
+		whileOut bool
+		want     float64
+	}{
+		{"proxy metrics, served before it went dormant", true, false, 0},
+		{"proxy metrics, served while dormant", true, true, 1},
+		{"evidence of use, before it went dormant", false, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := 5
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, "# TYPE aether_proxy_http_requests_total counter\n"+
+					"aether_proxy_http_requests_total{listener=\"out\",cluster=\""+twinA+"\",code=\"200\",flags=\"-\"} "+strconv.Itoa(n)+"\n")
+			}))
+			defer srv.Close()
+			var opts Options
+			if c.metrics {
+				opts.ProxyMetricsURL = srv.URL
+			}
+			a := pairAgent(t, t.TempDir(), opts)
+			st := scenario(t)
+			mustApply(t, a, st)
+			freshStream(a, 1, nil, nil)
+			if c.metrics {
+				if err := a.traffic.sample(t.Context(), time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if refused := a.admit([]string{twinA}); len(refused) != 0 {
+				t.Fatalf("refused %v", refused)
+			}
+			n++ // client-0's request over the twin, before it leaves
+			mustApply(t, a, removeClient(st))
+			if got := pairOf(a, twinA); got == nil || got.State != PairDormant {
+				t.Fatalf("%s = %+v, want dormant", twinA, got)
+			}
+			if c.whileOut {
+				if err := a.traffic.sample(t.Context(), time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+			freshStream(a, 2, nil, nil)
+			a.Flush()
+			if got := pruneLbl(a, PrunedNotResubscribed); got != 1 {
+				t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedNotResubscribed, got)
+			}
+			if got := testutil.ToFloat64(a.metrics.pairsPrunedLive); got != c.want {
+				t.Fatalf("pruned_live = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 // TestDebugPairs: /debug/pairs lists every pair, sorted by twin, with its
 // source, destination, state, evidence and last sighting.
 func TestDebugPairs(t *testing.T) {
@@ -678,7 +742,7 @@ func TestProxyTrafficSamples(t *testing.T) {
 		if err := p.sample(t.Context(), now); err != nil {
 			t.Fatal(err)
 		}
-		if got := p.servedSince(twinA, now); got != c.served {
+		if got := p.servedSince(twinA, now, time.Time{}); got != c.served {
 			t.Fatalf("sample %d (count %d): served = %v, want %v", i, c.count, got, c.served)
 		}
 	}

@@ -32,16 +32,21 @@ type proxyTraffic struct {
 	client *http.Client
 
 	mu sync.Mutex
-	// counts is each twin's request count at the last sample; served,
-	// the time of the sample that last saw it grow.
+	// counts is each twin's request count at the last sample, taken at
+	// last; served, when its count last grew.
 	counts  map[string]float64
-	served  map[string]time.Time
+	served  map[string]growth
+	last    time.Time
 	sampled bool
 }
 
+// growth is a twin's count seen grown by the sample at at: the requests
+// were served after the sample before it, taken at after, and by at.
+type growth struct{ after, at time.Time }
+
 func newProxyTraffic(url string) *proxyTraffic {
 	return &proxyTraffic{url: url, client: &http.Client{Timeout: 2 * time.Second},
-		counts: map[string]float64{}, served: map[string]time.Time{}}
+		counts: map[string]float64{}, served: map[string]growth{}}
 }
 
 // sample reads the proxy's counters at now. The first sample is a
@@ -71,10 +76,10 @@ func (p *proxyTraffic) sample(ctx context.Context, now time.Time) error {
 	defer p.mu.Unlock()
 	for name, n := range counts {
 		if old := p.counts[name]; p.sampled && (n > old || (n < old && n > 0)) {
-			p.served[name] = now
+			p.served[name] = growth{after: p.last, at: now}
 		}
 	}
-	p.counts, p.sampled = counts, true
+	p.counts, p.last, p.sampled = counts, now, true
 	return nil
 }
 
@@ -99,12 +104,14 @@ func twinRequests(fam *dto.MetricFamily) map[string]float64 {
 	return out
 }
 
-// servedSince reports whether twin's counter grew in a sample at or after t.
-func (p *proxyTraffic) servedSince(twin string, t time.Time) bool {
+// servedSince reports whether twin's counter last grew in a sample at or
+// after t, and over requests served after notBefore: the sample before
+// that one was taken at or after it. A zero notBefore is any time.
+func (p *proxyTraffic) servedSince(twin string, t, notBefore time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s, ok := p.served[twin]
-	return ok && !s.Before(t)
+	g, ok := p.served[twin]
+	return ok && !g.at.Before(t) && !g.after.Before(notBefore)
 }
 
 // sampleEvery samples the proxy's counters every interval until ctx ends.
@@ -141,7 +148,10 @@ func (a *Agent) judgeLater(pruned []prunedPair) {
 // judgePrunes counts the pruned pairs whose twin served a request in the
 // last minute: with the proxy's metrics, those whose counter grew in a
 // sample taken since, this one included; without them, those with
-// evidence of use in that minute.
+// evidence of use in that minute. A pair pruned dormant is judged only on
+// what came after it went dormant: its twin was withdrawn then, so the
+// requests its source sent before leaving are not use at the prune, and a
+// sample's growth counts only if the sample before it was taken since.
 func (a *Agent) judgePrunes(pruned []prunedPair) {
 	if len(pruned) == 0 {
 		return
@@ -155,9 +165,9 @@ func (a *Agent) judgePrunes(pruned []prunedPair) {
 		since := p.at.Add(-servedWindow)
 		var live bool
 		if a.traffic != nil {
-			live = a.traffic.servedSince(p.twin, since)
+			live = a.traffic.servedSince(p.twin, since, p.dormantAt)
 		} else {
-			live = !p.lastSeen.Before(since)
+			live = !p.lastSeen.Before(since) && !p.lastSeen.Before(p.dormantAt)
 		}
 		if live {
 			a.metrics.pairsPrunedLive.Inc()

@@ -36,7 +36,7 @@ export AETHER_BUILD_DIRTY := $(BUILD_DIRTY)
 # says the build is not releasable).
 GATE_BUILD = $(if $(BUILD_REVISION),-build $(BUILD_REVISION)) $(if $(filter true,$(BUILD_DIRTY)),-allow-dirty)
 
-.PHONY: help test gate rigs suites e2e kind-check soak soak-run soak-smoke bench report build vet clean
+.PHONY: help test gate rigs suites e2e kind-check kind-image soak soak-run soak-smoke bench report build vet clean
 
 help:
 	@echo "make gate    run every local red-then-green suite and the soak smoke, write $(REPORTS)/, print the verdict"
@@ -45,6 +45,7 @@ help:
 	@echo "make suites  run the ginkgo suites on the embedded netns cluster and print their tables"
 	@echo "make e2e     the suites on kind (needs a container engine; kind itself is a Go module)"
 	@echo "make kind-check  can this machine's container engine host kind's nodes? (root; builds a probe image once, ~3 min)"
+	@echo "make kind-image  build the kind node image offline (root; ~25 min the first time, then cached); make e2e builds it too"
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make soak-run    run a local soak on the embedded netns cluster ($(SOAK_DURATION); SOAK_DURATION=…), grade it into reports/runs/<run>/, update reports/index.html"
 	@echo "make soak-smoke  the same for $(SOAK_SMOKE_DURATION) (make gate runs it and requires its grade)"
@@ -118,6 +119,12 @@ e2e:
 kind-check:
 	@$(GO) build -o bin/ ./rigs/cmd/aether-kind-check
 	@bin/aether-kind-check
+
+# The kind node image (rigs/kind/nodeimage): progress on stderr, the
+# image's reference on stdout.
+kind-image:
+	@$(GO) build -o bin/ ./rigs/cmd/aether-kind-image
+	@bin/aether-kind-image
 
 soak:
 	$(GO) run ./reports/cmd/aether-soak grade-all fixtures/soaks

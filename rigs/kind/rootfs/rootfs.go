@@ -98,6 +98,7 @@ func Build(ctx context.Context, s Spec, workDir string, say Progress) (string, e
 	defer os.RemoveAll(tree)
 
 	start := time.Now()
+	say("rootfs %s: debootstrap %s with %d packages…", ref, s.Suite, len(s.Packages))
 	args := []string{"--variant=minbase", "--include=" + strings.Join(s.Packages, ","), s.Suite, tree}
 	if m := os.Getenv(EnvMirror); m != "" {
 		args = append(args, m)
@@ -105,7 +106,7 @@ func Build(ctx context.Context, s Spec, workDir string, say Progress) (string, e
 	if out, err := run(ctx, nil, "debootstrap", args...); err != nil {
 		return "", fmt.Errorf("rootfs %s: debootstrap %s failed: %w\n%s", ref, s.Suite, err, tail(out, 20))
 	}
-	say("rootfs %s: debootstrap %s with %d packages in %s", ref, s.Suite, len(s.Packages), time.Since(start).Round(time.Second))
+	say("rootfs %s: debootstrap done in %s", ref, time.Since(start).Round(time.Second))
 	if s.Setup != "" {
 		if out, err := run(ctx, nil, "chroot", tree, "/bin/sh", "-ec", s.Setup); err != nil {
 			return "", fmt.Errorf("rootfs %s: setup in the tree failed: %w\n%s", ref, err, tail(out, 20))

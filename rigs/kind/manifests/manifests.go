@@ -50,6 +50,10 @@ type Values struct {
 	CNIBinDir, CNIConfDir string
 	// ExcludeNamespaces are left alone by aether-cni.
 	ExcludeNamespaces []string
+	// APIServer is the URL the agents reach the API server at. The
+	// default is the kubernetes Service by name, which needs cluster DNS
+	// and kube-proxy; a cluster without them names the control plane.
+	APIServer string
 	// MTLS, when set, turns on the mTLS HTTP/2 path in every agent and
 	// gives each test pod's HTTP echo its own mTLS port.
 	MTLS *MTLS
@@ -95,6 +99,7 @@ func (m *MTLS) EchoTLSArg() string {
 func Defaults() Values {
 	return Values{
 		Namespace:         "aether-system",
+		APIServer:         "https://kubernetes.default.svc",
 		Mode:              constants.CaptureTProxy,
 		SocketDir:         "/run/aether",
 		CNIBinDir:         "/opt/cni/bin",
@@ -107,7 +112,7 @@ func (v Values) check() error {
 	if _, err := constants.ParseCaptureMode(string(v.Mode)); err != nil {
 		return fmt.Errorf("values: field Mode: %w", err)
 	}
-	for name, s := range map[string]string{"Namespace": v.Namespace, "CNIImage": v.CNIImage, "AgentImage": v.AgentImage,
+	for name, s := range map[string]string{"APIServer": v.APIServer, "Namespace": v.Namespace, "CNIImage": v.CNIImage, "AgentImage": v.AgentImage,
 		"TestAppImage": v.TestAppImage, "SocketDir": v.SocketDir, "CNIBinDir": v.CNIBinDir, "CNIConfDir": v.CNIConfDir} {
 		if s == "" {
 			return fmt.Errorf("values: field %s is empty", name)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,6 +34,8 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/rigs/images"
 	"github.com/aether-mesh/aether/rigs/kind/envcheck"
+	"github.com/aether-mesh/aether/rigs/kind/nodeimage"
+	"github.com/aether-mesh/aether/rigs/kind/rootfs"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/results"
@@ -135,23 +138,100 @@ func (s *setup) kubeconfig() string { return filepath.Join(s.opts.Artifacts, "ku
 func (s *setup) create(ctx context.Context, c *envconf.Config) (context.Context, error) {
 	cfg := &kindv1alpha4.Cluster{
 		Nodes: []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}, {Role: kindv1alpha4.WorkerRole}, {Role: kindv1alpha4.WorkerRole}},
-		// The scenarios' ClusterIPs are in 10.96.0.0/16.
-		Networking: kindv1alpha4.Networking{ServiceSubnet: "10.96.0.0/16"},
-	}
-	opts := []kindcluster.CreateOption{kindcluster.CreateWithV1Alpha4Config(cfg), kindcluster.CreateWithKubeconfigPath(s.kubeconfig()),
-		kindcluster.CreateWithWaitForReady(5 * time.Minute), kindcluster.CreateWithDisplayUsage(false), kindcluster.CreateWithDisplaySalutation(false)}
-	if s.opts.NodeImage != "" {
-		opts = append(opts, kindcluster.CreateWithNodeImage(s.opts.NodeImage))
+		// The scenarios' ClusterIPs are in 10.96.0.0/16. kindnetd cannot
+		// be had offline: the pod network is the provider's (podnet.go).
+		// No kube-proxy: the mesh captures every service port it serves.
+		Networking: kindv1alpha4.Networking{ServiceSubnet: "10.96.0.0/16", DisableDefaultCNI: true, KubeProxyMode: kindv1alpha4.ProxyMode("none")},
+		// The node image's control-plane images are under its own
+		// repository, and its kubelet runs on a cgroup v1 host.
+		KubeadmConfigPatches: []string{nodeimage.KubeadmConfig(), nodeimage.KubeletConfig},
 	}
 	if err := privilegedWithinEngine(ctx); err != nil {
 		return ctx, err
 	}
+	if err := s.nodeImage(ctx); err != nil {
+		return ctx, err
+	}
+	// Nodes are Ready only once the pod network is in: kind's own wait
+	// would time out, so the provider waits after installing it.
+	opts := []kindcluster.CreateOption{kindcluster.CreateWithV1Alpha4Config(cfg), kindcluster.CreateWithKubeconfigPath(s.kubeconfig()),
+		kindcluster.CreateWithWaitForReady(0), kindcluster.CreateWithDisplayUsage(false), kindcluster.CreateWithDisplaySalutation(false),
+		kindcluster.CreateWithNodeImage(s.opts.NodeImage)}
+	sweepLeftover(s.provider, s.opts.Name)
 	s.created = true // a half-made cluster is deleted too
+	start := time.Now()
 	if err := s.provider.Create(s.opts.Name, opts...); err != nil {
 		return ctx, fmt.Errorf("failed to create kind cluster %s: %w", s.opts.Name, err)
 	}
 	c.WithKubeconfigFile(s.kubeconfig())
+	k, err := s.client()
+	if err != nil {
+		return ctx, err
+	}
+	_, all, err := s.workers()
+	if err != nil {
+		return ctx, err
+	}
+	if apiServer, err = controlPlaneURL(all); err != nil {
+		return ctx, err
+	}
+	if err := podNetwork(ctx, k.cs, all); err != nil {
+		return ctx, err
+	}
+	if err := waitNodesReady(ctx, k.cs, len(all)); err != nil {
+		return ctx, err
+	}
+	fmt.Fprintf(os.Stderr, "aether kind: cluster %s ready in %s\n", s.opts.Name, time.Since(start).Round(time.Second))
 	return ctx, nil
+}
+
+// controlPlaneURL is the API server's address on the kind network.
+func controlPlaneURL(all map[string]nodes.Node) (string, error) {
+	for _, n := range all {
+		role, err := n.Role()
+		if err != nil || role != "control-plane" {
+			continue
+		}
+		ip, _, err := n.IP()
+		if err != nil {
+			return "", fmt.Errorf("control plane %s: %w", n.String(), err)
+		}
+		return "https://" + net.JoinHostPort(ip, "6443"), nil
+	}
+	return "", errors.New("the kind cluster has no control-plane node")
+}
+
+// nodeImage builds the node image unless AETHER_KIND_NODE_IMAGE names one.
+func (s *setup) nodeImage(ctx context.Context) error {
+	if s.opts.NodeImage != "" {
+		return nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := node.ModuleRoot(wd)
+	if err != nil {
+		return err
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "aether kind: "+format+"\n", args...) }
+	s.opts.NodeImage, err = nodeimage.Build(ctx, nodeimage.Options{Root: root, Cache: nodeimage.DefaultCache(), WorkDir: rootfs.WorkDir(), Say: say})
+	return err
+}
+
+// sweepLeftover deletes a cluster of this name that an interrupted run
+// left behind: its nodes would hold the name and the run would fail.
+func sweepLeftover(p *kindcluster.Provider, name string) {
+	clusters, err := p.List()
+	if err != nil {
+		return
+	}
+	for _, c := range clusters {
+		if c == name {
+			fmt.Fprintf(os.Stderr, "aether kind: deleting cluster %s left by an earlier run\n", name)
+			_ = p.Delete(name, "")
+		}
+	}
 }
 
 // privilegedWithinEngine tells the patched kind (third_party/kind) to give
@@ -320,9 +400,17 @@ func Current() (*Provider, error) {
 	return current, nil
 }
 
+// apiServer is the control plane's URL on the kind network: the cluster
+// has no DNS and no kube-proxy, so the agents cannot reach the kubernetes
+// Service by name (set by create; empty keeps the manifests' default).
+var apiServer string
+
 func values(mode constants.CaptureMode) manifests.Values {
 	v := manifests.Defaults()
 	v.Mode = mode
+	if apiServer != "" {
+		v.APIServer = apiServer
+	}
 	v.CNIImage, v.AgentImage, v.TestAppImage = images.CNI.Ref, images.Agent.Ref, images.TestApp.Ref
 	return v
 }

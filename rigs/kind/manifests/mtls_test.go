@@ -187,3 +187,36 @@ func TestMTLSWorkloadsServeTheHTTPEchoAndItsTLSPort(t *testing.T) {
 		t.Errorf("workloads without the echo's TLS port mention it:\n%s", b)
 	}
 }
+
+// TestServiceAccountsComeBeforeTheirPods: the workloads are applied in
+// stream order, and the API server's ServiceAccount admission refuses a pod
+// whose account does not exist yet ("error looking up service account
+// demo/sa-a"), which is how the mtls suite first failed on a real cluster.
+func TestServiceAccountsComeBeforeTheirPods(t *testing.T) {
+	b, err := Workloads(mtlsValues(), mtlsScenario(t), map[string]string{"node-a": "w1", "node-b": "w2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := map[string]bool{}
+	pods := 0
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *corev1.ServiceAccount:
+			made[x.Namespace+"/"+x.Name] = true
+		case *corev1.Pod:
+			if sa := x.Spec.ServiceAccountName; sa != "" {
+				pods++
+				if !made[x.Namespace+"/"+sa] {
+					t.Errorf("pod %s/%s names service account %s before the stream creates it", x.Namespace, x.Name, sa)
+				}
+			}
+		}
+	}
+	if pods == 0 {
+		t.Fatal("the mTLS scenario's pods name no service account: the test checks nothing")
+	}
+}

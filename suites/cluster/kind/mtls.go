@@ -23,6 +23,12 @@ func mtlsValues(m *cluster.MTLS) (*manifests.MTLS, error) {
 	if m == nil {
 		return nil, nil
 	}
+	// On the embedded cluster the first agent makes the CA in the
+	// directory every agent shares; here the agents get it as a Secret,
+	// so the provider makes it (a suite that made its own keeps it).
+	if _, err := identity.LoadOrCreateCA(m.CADir, identity.CAConfig{TrustDomain: m.TrustDomain, MeshDomain: m.MeshDomain}); err != nil {
+		return nil, fmt.Errorf("mTLS path: the CA the agents sign with: %w", err)
+	}
 	ca, err := os.ReadFile(filepath.Join(m.CADir, identity.CAFile))
 	if err != nil {
 		return nil, fmt.Errorf("mTLS path: the CA the agents sign with: %w", err)

@@ -109,9 +109,15 @@ func TestMTLSValuesCarryTheSuitesFiles(t *testing.T) {
 	}
 	m.MeshTransport, m.ControlArgs = "", nil
 
-	m.CADir = filepath.Join(dir, "nowhere")
+	// A CA directory that cannot be made (its parent is a file) is an
+	// error naming the CA; a missing one is made (TestMTLSValuesMakeTheCAAgentsShare).
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.CADir = filepath.Join(file, "ca")
 	if _, err := mtlsValues(m); err == nil || !strings.Contains(err.Error(), "CA") {
-		t.Fatalf("a missing CA: %v", err)
+		t.Fatalf("a CA that cannot be made: %v", err)
 	}
 }
 
@@ -155,5 +161,30 @@ func TestAccessLogCommand(t *testing.T) {
 	}
 	if got := read(); got != `{"protocol":"HTTP/3.0"}`+"\n" {
 		t.Fatalf("the log: %q", got)
+	}
+}
+
+// TestMTLSValuesMakeTheCAAgentsShare: the eastwest suite names a CA
+// directory and leaves it to the agents, as the embedded cluster's agents
+// make it on first use; on kind the agents get the CA as a Secret, so the
+// provider makes it. Its first run on kind failed with "the CA the agents
+// sign with: open …/ca/ca.pem: no such file or directory".
+func TestMTLSValuesMakeTheCAAgentsShare(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	m := &cluster.MTLS{TrustDomain: "aether.test", MeshDomain: "mesh.test", CADir: dir, UpstreamCert: "per-source"}
+	v, err := mtlsValues(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := mtlsValues(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.CA == "" || v.CA != again.CA {
+		t.Fatalf("the CA handed to the agents is empty or changes between installs (%d then %d bytes)", len(v.CA), len(again.CA))
+	}
+	ca, err := identity.LoadOrCreateCA(dir, identity.CAConfig{TrustDomain: "aether.test", MeshDomain: "mesh.test"})
+	if err != nil || ca.TrustDomain().String() != "aether.test" {
+		t.Fatalf("the CA in %s: %v, %v", dir, ca, err)
 	}
 }

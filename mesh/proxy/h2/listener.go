@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -77,6 +78,9 @@ type Listener struct {
 	opts     Options
 	stats    *metrics.HTTPListener
 	h2       *http2.Server
+	// errorLog is the h2 server's: it counts the connection errors
+	// x/net's CountError misses.
+	errorLog *log.Logger
 	loop     *accept.Loop[net.Conn]
 	// graceful's Shutdown sends GOAWAY on every connection h2 serves:
 	// TLS and h2c alike.
@@ -103,13 +107,14 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout},
-		graceful: &http.Server{}, http1: map[*http.Server]struct{}{}}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, graceful: &http.Server{}, http1: map[*http.Server]struct{}{}}
+	l.stats = o.Metrics.HTTPListener(spec.Name)
+	l.h2 = &http2.Server{IdleTimeout: IdleTimeout, MaxConcurrentStreams: MaxConcurrentStreams, CountError: l.stats.ProtocolError}
+	l.errorLog = connErrorLog(l.stats, o.Log, spec.Name)
 	// Only registers the h2 server's connections with graceful; it cannot
 	// fail without a TLS configuration.
 	_ = http2.ConfigureServer(l.graceful, l.h2)
 	l.cfg.Store(spec.HTTP)
-	l.stats = o.Metrics.HTTPListener(spec.Name)
 	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: l.stats.AcceptErrors})
 	l.loop.Serve(l.handle)
 	return l
@@ -212,7 +217,7 @@ func (l *Listener) h2Opts(conn *downstream) *http2.ServeConnOpts {
 		}
 		first = false
 	}
-	return &http2.ServeConnOpts{Handler: l.handler(conn), BaseConfig: &http.Server{ConnState: state}}
+	return &http2.ServeConnOpts{Handler: l.handler(conn), BaseConfig: &http.Server{ConnState: state, MaxHeaderBytes: MaxHeaderBytes, ErrorLog: l.errorLog}}
 }
 
 func (l *Listener) isDraining() bool {
@@ -309,7 +314,7 @@ func (p *peekedConn) CloseWrite() error {
 // of l.http1 while it runs, and starts with keep-alives off if the
 // listener is draining: the connection was accepted as the drain began.
 func (l *Listener) serveHTTP1(c net.Conn, conn *downstream) {
-	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout}
+	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
 	srv.Protocols.SetHTTP1(true)
 	one := newOneConn(c)
 	srv.ConnState = func(_ net.Conn, s http.ConnState) {

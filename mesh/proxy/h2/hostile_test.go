@@ -22,6 +22,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Hostile clients on the HTTP listeners: each attack runs against a real
@@ -109,11 +110,12 @@ func (m *mesh) wellBehaved(sa string, start <-chan struct{}) (ok *atomic.Int64, 
 	return ok, d
 }
 
-// waitReleased waits until l holds no connection: the witness that the
-// proxy let go of every attacker's socket. A leak hangs here and the test
-// binary's timeout names it.
-func waitReleased(l *h2.Listener) {
-	for l.Held() > 0 {
+// waitReleased waits until l holds no more connections than base, the
+// ones it held before the attack (the pool's upstream connection to an
+// inbound): the witness that the proxy let go of every attacker's
+// socket. A leak hangs here and the test binary's timeout names it.
+func waitReleased(l *h2.Listener, base int) {
+	for l.Held() > base {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -464,6 +466,7 @@ func TestOversizedHTTP1HeadersAre431(t *testing.T) {
 	m := newMesh(t, meshConfig{}, "src")
 	m.get(t, http.DefaultClient, "src", dstAuthority)
 	seen := m.app.count()
+	held := m.outbound["src"].Held()
 	before := readUsage(t)
 	start := make(chan struct{})
 	ok, done := m.wellBehaved("src", start)
@@ -493,13 +496,138 @@ func TestOversizedHTTP1HeadersAre431(t *testing.T) {
 	// (500 ms) after answering: the fds return once the listener holds
 	// none. The peak is logged.
 	t.Logf("oversized HTTP/1.1 headers: fds %d at the attack's end", readUsage(t).fds)
-	waitReleased(m.outbound["src"])
+	waitReleased(m.outbound["src"], held)
 	if refused != attacks {
 		t.Errorf("oversized HTTP/1.1 headers: %d of %d answered 431", refused, attacks)
+	}
+	if v := m.protocolErrors(m.outbound["src"].Name(), metrics.ProtocolHeadersTooLarge); v != attacks {
+		t.Errorf("oversized HTTP/1.1 headers: %s counted %v, want %d", metrics.ProtocolHeadersTooLarge, v, attacks)
+	}
+	if v := m.protocolErrors(m.outbound["src"].Name(), metrics.ProtocolHeadersTimeout); v != 0 {
+		t.Errorf("oversized HTTP/1.1 headers: %s counted %v, want 0", metrics.ProtocolHeadersTimeout, v)
 	}
 	if got := m.app.count() - seen - int(ok.Load()); got > 0 {
 		t.Errorf("oversized HTTP/1.1 headers: the app saw %d requests past the good client's", got)
 	}
 	checkGood(t, "oversized HTTP/1.1 headers", ok.Load())
 	checkGrowth(t, "oversized HTTP/1.1 headers", before)
+}
+
+// reserve serves spec again on a fresh loopback port with opts changed
+// by change, in place of the listener named so in m.
+func (m *mesh) reserve(t *testing.T, name string, change func(*h2.Options)) *h2.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.opts
+	change(&o)
+	l := h2.Serve(m.specs[name], ln, m, o)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// waitClosed reads c until the proxy closes it: the witness that the
+// limit cut it off. What it read is returned, and c is closed: the
+// attacker's fds are this process's too.
+func waitClosed(c net.Conn) string {
+	b, _ := io.ReadAll(c)
+	c.Close()
+	return string(b)
+}
+
+// Slowloris on the plain outbound listener: 50 clients send part of a
+// request's headers and then nothing, 50 more send fewer bytes than the
+// HTTP/2 preface's first line. Each is closed at the request headers
+// timeout, unanswered, and counted; the well-behaved client on the same
+// listener keeps its requests meanwhile. The listener here has a
+// 300 ms timeout in place of RequestHeadersTimeout, so that the test
+// waits less; nothing is timed, each close is waited on.
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "src")
+	m.outbound["src"] = m.reserve(t, m.outbound["src"].Name(), func(o *h2.Options) { o.HeaderTimeout = 300 * time.Millisecond })
+	m.get(t, http.DefaultClient, "src", dstAuthority)
+	seen := m.app.count()
+	held := m.outbound["src"].Held()
+	before := readUsage(t)
+	start := make(chan struct{})
+	ok, done := m.wellBehaved("src", start)
+	const attackers = 100
+	conns := make([]net.Conn, attackers)
+	for i := range conns {
+		c, err := net.Dial("tcp4", m.outbound["src"].Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i%2 == 0 {
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nX-Slow: a", dstAuthority)
+		} else {
+			io.WriteString(c, "GET /")
+		}
+		conns[i] = c
+	}
+	close(start)
+	for i, c := range conns {
+		if got := waitClosed(c); got != "" {
+			t.Errorf("slowloris %d: answered %q, want the connection closed unanswered", i, got)
+		}
+	}
+	<-done
+	waitReleased(m.outbound["src"], held)
+	if v := m.protocolErrors(m.outbound["src"].Name(), metrics.ProtocolHeadersTimeout); v != attackers {
+		t.Errorf("slowloris: %s counted %v, want %d", metrics.ProtocolHeadersTimeout, v, attackers)
+	}
+	if got := m.app.count() - seen - int(ok.Load()); got > 0 {
+		t.Errorf("slowloris: the app saw %d requests past the good client's", got)
+	}
+	checkGood(t, "slowloris", ok.Load())
+	checkGrowth(t, "slowloris", before)
+}
+
+// Clients that open a TCP connection to the mTLS inbound and never
+// handshake: half send nothing, half the first bytes of a ClientHello.
+// Each is closed at the handshake timeout and counted as
+// handshake_timeout, while the well-behaved client's requests cross the
+// same inbound listener. The inbound here has a 500 ms handshake timeout
+// in place of the proxy's 10 s; nothing is timed.
+func TestNeverHandshakingClientsAreCutOff(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "src")
+	in := m.reserve(t, m.inbound.Name(), func(o *h2.Options) { o.HandshakeTimeout = 500 * time.Millisecond })
+	m.clusters[xdsnames.H2Cluster("dst", ns)].SetAssignment(&cluster.Assignment{Name: xdsnames.H2Cluster("dst", ns), Endpoints: []cluster.Endpoint{{Addr: in.Addr(), Weight: 1}}})
+	m.inbound = in
+	m.get(t, http.DefaultClient, "src", dstAuthority)
+	held := in.Held()
+	before := readUsage(t)
+	start := make(chan struct{})
+	ok, done := m.wellBehaved("src", start)
+	const attackers = 100
+	conns := make([]net.Conn, attackers)
+	for i := range conns {
+		c, err := net.Dial("tcp4", in.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i%2 == 1 {
+			// A TLS record header announcing a 512-byte handshake, and
+			// its first bytes only.
+			c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
+		}
+		conns[i] = c
+	}
+	close(start)
+	for i, c := range conns {
+		if got := waitClosed(c); got != "" {
+			t.Errorf("never-handshaking client %d: answered %q, want the connection closed", i, got)
+		}
+	}
+	<-done
+	waitReleased(in, held)
+	if v := m.refused(metrics.RefusedHandshakeTimeout); v != attackers {
+		t.Errorf("never-handshaking clients: %s counted %v, want %d", metrics.RefusedHandshakeTimeout, v, attackers)
+	}
+	checkGood(t, "never-handshaking clients", ok.Load())
+	checkGrowth(t, "never-handshaking clients", before)
 }

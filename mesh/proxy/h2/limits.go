@@ -1,9 +1,15 @@
 package h2
 
 import (
+	"bytes"
+	"errors"
 	"log"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 )
@@ -47,3 +53,70 @@ func connErrorLog(stats *metrics.HTTPListener, lg *slog.Logger, listener string)
 type logWriter func(string)
 
 func (w logWriter) Write(b []byte) (int, error) { w(string(b)); return len(b), nil }
+
+// RequestHeadersTimeout bounds how long an HTTP/1.1 downstream takes to
+// send a request's headers (net/http's ReadHeaderTimeout): a slowloris
+// client, dribbling its headers or sending none, holds a connection and
+// its goroutine no longer. Envoy leaves request_headers_timeout unset
+// (off) by default; the proxy does not follow it there, since nothing
+// else would bound such a client but the fd limit. It matches the TLS
+// handshake's bound.
+const RequestHeadersTimeout = handshakeTimeout
+
+// h1Watch sees what net/http does to an HTTP/1.1 connection before a
+// request reaches the handler, which net/http neither logs nor reports:
+// a read deadline passed (the headers timeout) or its own 431 written.
+// Its flags are reset as each request starts.
+type h1Watch struct {
+	net.Conn
+	timedOut, tooLarge, handled atomic.Bool
+	// prev is the connection's last net/http state.
+	prev atomic.Int32
+}
+
+func (w *h1Watch) Read(b []byte) (int, error) {
+	n, err := w.Conn.Read(b)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !w.handled.Load() {
+		w.timedOut.Store(true)
+	}
+	return n, err
+}
+
+func (w *h1Watch) Write(b []byte) (int, error) {
+	// Only net/http writes before a handler runs: its error answers.
+	if !w.handled.Load() && bytes.HasPrefix(b, []byte("HTTP/1.1 431 ")) {
+		w.tooLarge.Store(true)
+	}
+	return w.Conn.Write(b)
+}
+
+// CloseWrite half-closes, as net/http does before it closes a connection
+// whose request it did not read.
+func (w *h1Watch) CloseWrite() error {
+	if cw, ok := w.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// state follows net/http's ConnState and counts a connection that closes
+// with a request begun (New or Active) that no handler took.
+func (w *h1Watch) state(s http.ConnState, stats *metrics.HTTPListener) {
+	prev := http.ConnState(w.prev.Swap(int32(s)))
+	switch s {
+	case http.StateNew, http.StateIdle:
+		w.handled.Store(false)
+		w.timedOut.Store(false)
+		w.tooLarge.Store(false)
+	case http.StateClosed:
+		if w.handled.Load() || (prev != http.StateNew && prev != http.StateActive) {
+			return
+		}
+		switch {
+		case w.tooLarge.Load():
+			stats.ProtocolError(metrics.ProtocolHeadersTooLarge)
+		case w.timedOut.Load():
+			stats.ProtocolError(metrics.ProtocolHeadersTimeout)
+		}
+	}
+}

@@ -472,7 +472,7 @@ func writeBlock(a *h2cAttacker, id uint32, blk []byte) error {
 // Oversized headers over HTTP/1.1 to the outbound listener: a 100 KiB
 // header is past MaxHeaderBytes (60 KiB, Envoy's max_request_headers_kb)
 // and answered 431, though under net/http's default of 1 MiB. The app
-// never sees it.
+// never sees it; 50 KiB, under the limit, still reaches it.
 func TestOversizedHTTP1HeadersAre431(t *testing.T) {
 	m := newMesh(t, meshConfig{}, "src")
 	m.warm(t)
@@ -502,6 +502,26 @@ func TestOversizedHTTP1HeadersAre431(t *testing.T) {
 		}
 	}
 	<-done
+	// The boundary's other side: 50 KiB of headers, under the limit, is
+	// forwarded to the app.
+	under, err := http.NewRequest("GET", "http://"+m.outbound["src"].Addr().String()+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under.Host = dstAuthority
+	under.Header.Set("X-Big", strings.Repeat("u", 50<<10))
+	uc := &http.Client{}
+	resp, err := uc.Do(under)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	uc.CloseIdleConnections()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("50 KiB of headers, under the limit: status %d, want 200", resp.StatusCode)
+	}
+	seen++
 	// net/http holds each 431's connection for its reset-avoidance delay
 	// (500 ms) after answering: the fds return once the listener holds
 	// none. The peak is logged.

@@ -11,7 +11,9 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,6 +68,26 @@ type Options struct {
 	// QUIC carries a QUIC listener's part in a hot restart; nil serves
 	// the socket directly with quic-go's own connection IDs.
 	QUIC *QUICRestart
+	// HeaderTimeout is the HTTP/1.1 request headers timeout; zero is
+	// RequestHeadersTimeout.
+	HeaderTimeout time.Duration
+	// HandshakeTimeout bounds a downstream TLS handshake; zero is
+	// handshakeTimeout.
+	HandshakeTimeout time.Duration
+}
+
+func (o Options) handshakeTimeout() time.Duration {
+	if o.HandshakeTimeout > 0 {
+		return o.HandshakeTimeout
+	}
+	return handshakeTimeout
+}
+
+func (o Options) headerTimeout() time.Duration {
+	if o.HeaderTimeout > 0 {
+		return o.HeaderTimeout
+	}
+	return RequestHeadersTimeout
 }
 
 // Listener is one running HTTP listener.
@@ -77,6 +99,9 @@ type Listener struct {
 	opts     Options
 	stats    *metrics.HTTPListener
 	h2       *http2.Server
+	// errorLog is the h2 server's: it counts the connection errors
+	// x/net's CountError misses.
+	errorLog *log.Logger
 	loop     *accept.Loop[net.Conn]
 	// graceful's Shutdown sends GOAWAY on every connection h2 serves:
 	// TLS and h2c alike.
@@ -103,13 +128,14 @@ func Serve(spec *listener.Spec, ln net.Listener, clusters Clusters, o Options) *
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, h2: &http2.Server{IdleTimeout: IdleTimeout},
-		graceful: &http.Server{}, http1: map[*http.Server]struct{}{}}
+	l := &Listener{name: spec.Name, ln: ln, clusters: clusters, opts: o, graceful: &http.Server{}, http1: map[*http.Server]struct{}{}}
+	l.stats = o.Metrics.HTTPListener(spec.Name)
+	l.h2 = &http2.Server{IdleTimeout: IdleTimeout, MaxConcurrentStreams: MaxConcurrentStreams, CountError: l.stats.ProtocolError}
+	l.errorLog = connErrorLog(l.stats, o.Log, spec.Name)
 	// Only registers the h2 server's connections with graceful; it cannot
 	// fail without a TLS configuration.
 	_ = http2.ConfigureServer(l.graceful, l.h2)
 	l.cfg.Store(spec.HTTP)
-	l.stats = o.Metrics.HTTPListener(spec.Name)
 	l.loop = accept.New(ln, accept.Options{Name: spec.Name, Protocol: "http", Log: o.Log, Errors: l.stats.AcceptErrors})
 	l.loop.Serve(l.handle)
 	return l
@@ -212,7 +238,7 @@ func (l *Listener) h2Opts(conn *downstream) *http2.ServeConnOpts {
 		}
 		first = false
 	}
-	return &http2.ServeConnOpts{Handler: l.handler(conn), BaseConfig: &http.Server{ConnState: state}}
+	return &http2.ServeConnOpts{Handler: l.handler(conn), BaseConfig: &http.Server{ConnState: state, MaxHeaderBytes: MaxHeaderBytes, ErrorLog: l.errorLog}}
 }
 
 func (l *Listener) isDraining() bool {
@@ -241,11 +267,13 @@ func (l *Listener) handshake(c net.Conn, cfg *listener.HTTP) (*tls.Conn, *listen
 		}
 		return sc, nil
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.handshakeTimeout())
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		reason := metrics.RefusedHandshake
 		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			reason = metrics.RefusedHandshakeTimeout
 		case noChain:
 			reason = metrics.RefusedNoChain
 		case sawPeer:
@@ -267,7 +295,16 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 	conn := &downstream{chain: chain}
 	defer l.opts.Pool.releaseDownstream(conn)
 	pc := &peekedConn{Conn: c, r: bufio.NewReaderSize(c, len(http2.ClientPreface))}
-	if hasPreface(pc.r) {
+	// A client that sends less than the preface's first line would hold
+	// the peek for ever: it gets the request headers timeout.
+	_ = c.SetReadDeadline(time.Now().Add(l.opts.headerTimeout()))
+	h2c, err := hasPreface(pc.r)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		l.stats.ProtocolError(metrics.ProtocolHeadersTimeout)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if h2c {
 		l.h2.ServeConn(pc, l.h2Opts(conn))
 		return
 	}
@@ -278,14 +315,14 @@ func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
 // preface. Its first 14 bytes are read first: an HTTP/1.1 request may be
 // shorter than the whole preface, and is told apart without waiting for
 // more.
-func hasPreface(r *bufio.Reader) bool {
+func hasPreface(r *bufio.Reader) (bool, error) {
 	for _, n := range []int{len("PRI * HTTP/2.0"), len(http2.ClientPreface)} {
 		got, err := r.Peek(n)
 		if err != nil || string(got) != http2.ClientPreface[:n] {
-			return false
+			return false, err
 		}
 	}
-	return true
+	return true, nil
 }
 
 // peekedConn reads first what hasPreface peeked.
@@ -309,10 +346,16 @@ func (p *peekedConn) CloseWrite() error {
 // of l.http1 while it runs, and starts with keep-alives off if the
 // listener is draining: the connection was accepted as the drain began.
 func (l *Listener) serveHTTP1(c net.Conn, conn *downstream) {
-	srv := &http.Server{Handler: l.handler(conn), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout}
+	watch := &h1Watch{Conn: c}
+	handler := l.handler(conn)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		watch.handled.Store(true)
+		handler.ServeHTTP(w, r)
+	}), Protocols: new(http.Protocols), IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: l.opts.headerTimeout()}
 	srv.Protocols.SetHTTP1(true)
-	one := newOneConn(c)
+	one := newOneConn(watch)
 	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		watch.state(s, l.stats)
 		if s == http.StateClosed || s == http.StateHijacked {
 			one.finish()
 		}

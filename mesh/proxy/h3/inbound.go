@@ -22,6 +22,15 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
+// MaxIncomingStreams is how many request streams one downstream QUIC
+// connection may have open at once: Envoy's QuicProtocolOptions
+// max_concurrent_streams default, 100, which is quic-go's default too,
+// stated here. quic-go grants streams by credit (MAX_STREAMS), so a
+// stream flood over one connection holds at most this many; a client
+// that opens past its credit breaks the protocol and quic-go closes the
+// connection with STREAM_LIMIT_ERROR.
+const MaxIncomingStreams = 100
+
 // InboundOptions are what a QuicDownstreamTransport configures.
 type InboundOptions struct {
 	// TLS gives each handshake its configuration: the listener's
@@ -117,7 +126,7 @@ func (in *Inbound) serve() error {
 		SessionTicketsDisabled: !in.opts.EnableResumption,
 		GetConfigForClient:     in.configFor,
 	}
-	qc := &quic.Config{Allow0RTT: in.opts.EnableEarlyData}
+	qc := &quic.Config{Allow0RTT: in.opts.EnableEarlyData, MaxIncomingStreams: MaxIncomingStreams}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.ln == nil {

@@ -50,7 +50,7 @@ type Metrics struct {
 	tcpIdleTimeouts, tcpBytes            *prometheus.CounterVec
 	xdsUpdates                           *prometheus.CounterVec
 	httpRequests, httpRefused, httpConns *prometheus.CounterVec
-	httpAcceptErrors                     *prometheus.CounterVec
+	httpAcceptErrors, httpProtocolErrors *prometheus.CounterVec
 	quicRefused, quicAccepted, quicDrops *prometheus.CounterVec
 	quicStarted                          *prometheus.CounterVec
 
@@ -101,6 +101,7 @@ func New() *Metrics {
 	m.httpRequests = cv("aether_proxy_http_requests_total", "HTTP requests answered by an HTTP listener, by routed cluster, status and response flags.", "listener", "cluster", "code", "flags")
 	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
 	m.httpAcceptErrors = cv("aether_proxy_http_accept_errors_total", "Failed accepts on an HTTP listener (each is followed by a backoff).", "listener")
+	m.httpProtocolErrors = cv("aether_proxy_http_downstream_protocol_errors_total", "HTTP/2 protocol errors a downstream connection caused at an HTTP listener, by reason: x/net's (conn_ENHANCE_YOUR_CALM_too_many_early_resets is a rapid reset cut off), or conn_<code>_read for a frame read (conn_PROTOCOL_ERROR_read: a CONTINUATION flood among them), or http1_request_headers_timeout and http1_request_headers_too_large for an HTTP/1.1 connection closed before its request reached the router.", "listener", "reason")
 	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
 	m.quicStarted = cv("aether_proxy_quic_inbound_connections_started_total", "Connections a QUIC inbound began for a new client's Initial, whether or not their handshake ends.", "listener")
 	m.quicRefused = cv("aether_proxy_quic_inbound_refused_total", "Handshakes a QUIC inbound refused, by reason.", "listener", "reason")
@@ -205,14 +206,18 @@ const (
 	RefusedPeer         = "peer_rejected"
 	RefusedNoChain      = "no_filter_chain"
 	RefusedHandshake    = "handshake_failed"
+	// RefusedHandshakeTimeout: the client did not finish its handshake in
+	// time (one that connects and never handshakes).
+	RefusedHandshakeTimeout = "handshake_timeout"
 )
 
 // HTTPListener is one HTTP listener's counters.
 type HTTPListener struct {
 	AcceptErrors prometheus.Counter
 
-	name     string
-	requests *prometheus.CounterVec
+	name           string
+	requests       *prometheus.CounterVec
+	protocolErrors *prometheus.CounterVec
 	// answered holds the counter of each (cluster, code, flags) series
 	// the listener has answered: a request then costs one map read, not
 	// the vector's label hashing, its lock and a code formatted anew.
@@ -229,11 +234,15 @@ type requestKey struct {
 // its refusal series, each at zero, so a scraper sees the listener before
 // its first refusal.
 func (m *Metrics) HTTPListener(name string) *HTTPListener {
-	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake} {
+	for _, r := range []string{RefusedNoClientCert, RefusedPeer, RefusedNoChain, RefusedHandshake, RefusedHandshakeTimeout} {
 		m.httpRefused.WithLabelValues(name, r)
 	}
+	m.httpProtocolErrors.WithLabelValues(name, ProtocolEarlyResets)
+	m.httpProtocolErrors.WithLabelValues(name, ProtocolReadError)
+	m.httpProtocolErrors.WithLabelValues(name, ProtocolHeadersTimeout)
+	m.httpProtocolErrors.WithLabelValues(name, ProtocolHeadersTooLarge)
 	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name), name: name, requests: m.httpRequests,
-		answered: map[requestKey]prometheus.Counter{}}
+		protocolErrors: m.httpProtocolErrors, answered: map[requestKey]prometheus.Counter{}}
 }
 
 // Request counts one answered request.
@@ -249,6 +258,36 @@ func (l *HTTPListener) Request(cluster string, code int, flags string) {
 		l.mu.Unlock()
 	}
 	c.Inc()
+}
+
+// Reasons on aether_proxy_http_downstream_protocol_errors_total. x/net
+// names its own as <conn|stream>_<HTTP/2 error code>_<what>; the proxy
+// adds conn_<code>_read for a connection error raised while a frame was
+// read, which x/net only logs.
+const (
+	// ProtocolEarlyResets: streams were reset faster than their handlers
+	// ended (a rapid reset), and the connection was closed.
+	ProtocolEarlyResets = "conn_ENHANCE_YOUR_CALM_too_many_early_resets"
+	// ProtocolReadError: a frame broke the protocol as it was read; a
+	// header block run past the header limit by CONTINUATION frames is
+	// one.
+	ProtocolReadError = ProtocolReadPrefix + "PROTOCOL_ERROR" + ProtocolReadSuffix
+
+	ProtocolReadPrefix, ProtocolReadSuffix = "conn_", "_read"
+
+	// ProtocolHeadersTimeout: an HTTP/1.1 connection closed because a
+	// request's headers did not arrive within the request headers
+	// timeout (a slowloris).
+	ProtocolHeadersTimeout = "http1_request_headers_timeout"
+	// ProtocolHeadersTooLarge: net/http answered an HTTP/1.1 request 431,
+	// its headers past the limit, and closed the connection.
+	ProtocolHeadersTooLarge = "http1_request_headers_too_large"
+)
+
+// ProtocolError counts one HTTP/2 protocol error by x/net's reason: it is
+// the http2.Server's CountError.
+func (l *HTTPListener) ProtocolError(reason string) {
+	l.protocolErrors.WithLabelValues(l.name, reason).Inc()
 }
 
 // HTTPRefused counts one refused downstream handshake.

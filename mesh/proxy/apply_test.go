@@ -16,8 +16,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // recording is an xDS client whose stream is broken: every subscription

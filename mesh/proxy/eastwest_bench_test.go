@@ -18,9 +18,9 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/proxy"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // BenchmarkEastWest runs the east-west request path on the netns rig of

@@ -18,10 +18,10 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // eastWestMesh: web-0 (account web) in the rig's client pod calls api,

@@ -29,7 +29,6 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/sni"
 	"github.com/aether-mesh/aether/mesh/proxy/sni/snitest"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -37,6 +36,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // gatewayScenario is fixtures/scenarios/gateway.yaml with its gateway's

@@ -28,9 +28,9 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy"
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // Hot restart timings for the rig: Envoy's defaults (10 and 15 minutes)

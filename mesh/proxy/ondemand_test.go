@@ -16,10 +16,10 @@ import (
 	"github.com/aether-mesh/aether/mesh/agent"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // runAgent serves the two-UDP-services scenario as node-a's agent, its pods

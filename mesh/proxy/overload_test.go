@@ -19,10 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/aether/mesh/proxy"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // overloadDgram is the datagram size the overload runs use.

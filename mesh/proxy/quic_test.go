@@ -22,9 +22,9 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // TestQUICInboundServesTheApp runs the agent's QUIC inbound in a pod

@@ -18,7 +18,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/aether-mesh/aether/mesh/proxy"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // runProxy runs a proxy with no namespaces involved: these tests exercise

@@ -39,6 +39,7 @@ func TestCheckCatchesEachKind(t *testing.T) {
 		{ImportPath: p("mesh/proxy"), TestImports: []string{p("rigs/node"), p("rigs/netns")}},
 		{ImportPath: p("mesh/agent"), Imports: []string{p("rigs/netns"), p("mesh/proxy/internal/proxytest")}},
 		{ImportPath: p("rigs/redgreen"), Deps: []string{p("mesh/constants")}},
+		{ImportPath: p("mesh/cni"), Imports: []string{p("rigs/proxytest")}, TestImports: []string{p("rigs/proxytest")}},
 		{ImportPath: p("reports/render"), Imports: []string{p("soak/grade"), p("elsewhere/x")}},
 	}
 	v, err := Check(mod, pkgs)
@@ -52,6 +53,7 @@ func TestCheckCatchesEachKind(t *testing.T) {
 	want := []string{
 		"mesh/agent imports mesh/proxy/internal/proxytest: a mesh test rig is for tests only; the product must not link it",
 		"mesh/agent imports rigs/netns: rigs/ sits above mesh/ in the order",
+		"mesh/cni imports rigs/proxytest: rigs/ sits above mesh/ in the order",
 		"mesh/proxy imports in its tests rigs/node: rigs/ sits above mesh/ in the order",
 		"reports/render imports elsewhere/x: top folder \"elsewhere\" has no place in the order",
 		"rigs/node imports reports/results: reports/ sits above rigs/ in the order",

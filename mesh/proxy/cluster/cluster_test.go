@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // Weights split picks exactly within each window of total weight; an

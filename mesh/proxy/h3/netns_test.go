@@ -15,10 +15,10 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/aether-mesh/aether/mesh/constants"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // sources records where each datagram a socket reads came from, as the

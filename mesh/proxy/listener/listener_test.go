@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // tcpWithIdle compiles the contract's TCP listener with one chain whose

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/agent/gateway"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // gatewayListeners are the agent's two 18009 listeners for two exposed

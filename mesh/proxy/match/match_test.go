@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/match"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 func ranges(onNoMatch string, rs map[string]string) *matcherv3.Matcher {

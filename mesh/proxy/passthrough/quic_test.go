@@ -163,8 +163,8 @@ func TestQUICSpray(t *testing.T) {
 		rand.Read(d)
 		d[0] = 0xc0 | d[0]&0x0f
 		copy(d[1:], []byte{0, 0, 0, 1, 8})
-		d[14] = 0                            // no SCID
-		d[15] = 0                            // no token
+		d[14] = 0                              // no SCID
+		d[15] = 0                              // no token
 		d[16], d[17] = 0x40|1182>>8, 1182&0xff // Length: the rest
 		return d
 	}

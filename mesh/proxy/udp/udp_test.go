@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
-	"github.com/aether-mesh/aether/mesh/proxy/internal/proxytest"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
+	"github.com/aether-mesh/aether/rigs/proxytest"
 )
 
 // loopback is the VIP: the listener and its clients stay on the root

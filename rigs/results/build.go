@@ -83,7 +83,7 @@ func kernel() string {
 func HashBinaries(dir string, names ...string) (map[string]string, error) {
 	out := make(map[string]string, len(names))
 	for _, n := range names {
-		sum, err := sha256File(filepath.Join(dir, n))
+		sum, err := FileSHA256(filepath.Join(dir, n))
 		if err != nil {
 			return nil, fmt.Errorf("failed to record binary %s: %w", n, err)
 		}
@@ -103,7 +103,9 @@ func copyOf(m map[string]string) map[string]string {
 	return out
 }
 
-func sha256File(path string) (string, error) {
+// FileSHA256 is the hex sha256 of the file at path: a binary's identity
+// in a stamp, and an evidence file's in a soak grade's binding.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

@@ -1,12 +1,10 @@
 package grade
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"sort"
+
+	"github.com/aether-mesh/aether/rigs/results"
 )
 
 // EvidenceFile is one file a grade was graded from, bound by its sha256.
@@ -24,7 +22,7 @@ type EvidenceFile struct {
 func (l *loader) bind() ([]EvidenceFile, error) {
 	out := make([]EvidenceFile, 0, len(l.read))
 	for p, gates := range l.read {
-		sum, err := FileSHA256(l.m.Resolve(p))
+		sum, err := results.FileSHA256(l.m.Resolve(p))
 		if err != nil {
 			return nil, fmt.Errorf("evidence file %s: %w", p, err)
 		}
@@ -37,18 +35,4 @@ func (l *loader) bind() ([]EvidenceFile, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
-}
-
-// FileSHA256 is the hex sha256 of the file at path.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("failed to read %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

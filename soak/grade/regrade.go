@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
 
@@ -42,7 +43,7 @@ func Regrade(gradePath string, g *Grade) (*Grade, []string) {
 	var problems []string
 	for _, f := range g.Evidence {
 		p := m.Resolve(f.Path)
-		sum, err := FileSHA256(p)
+		sum, err := results.FileSHA256(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			problems = append(problems, say("evidence file %s (read by %s) is missing", p, gateList(f.Gates)))

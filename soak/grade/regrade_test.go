@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aether-mesh/aether/rigs/results"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
 
@@ -32,7 +33,7 @@ func roundTrip(t *testing.T, g *Grade) *Grade {
 func TestGenuineGradeRegradesToItself(t *testing.T) {
 	for _, f := range fixtureSoaks {
 		g := gradeFixture(t, f, nil)
-		sum, err := FileSHA256(filepath.Join(fixtures, f, "manifest.yaml"))
+		sum, err := results.FileSHA256(filepath.Join(fixtures, f, "manifest.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -100,7 +100,7 @@ func run() error {
 	case *registryFile != "":
 		src = &registry.FileSource{Path: *registryFile}
 	case *kubeconfig != "":
-		ks, err := kube.NewFromKubeconfig(*kubeconfig, *node)
+		ks, err := kube.NewFromKubeconfig(*kubeconfig)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -30,21 +29,22 @@ import (
 
 // Source watches a cluster. Pods carry no netns path: that comes from the
 // CNI's handoff (registry.WithHandoff), not from the API server.
+//
+// The pod informer watches every pod of the cluster, not only the node's:
+// an agent pins each HTTP service's peers by the service accounts of its
+// endpoints, and an endpoint on another node is known by its pod alone
+// (an EndpointSlice names the pod, not its account). Each cached pod is
+// trimmed to what the registry reads (trimPod), so a remote pod costs the
+// agent a few hundred bytes.
 type Source struct {
 	Kube    kubernetes.Interface
 	Gateway gwclient.Interface
-	// Node restricts the pod informer to the pods scheduled on it (field
-	// selector spec.nodeName), as an agent serving one node needs; the
-	// API server filters, so the agent neither receives nor caches the
-	// rest of the cluster's pods. Empty watches every pod.
-	Node string
 	// Debounce coalesces bursts of events into one State; default 100ms.
 	Debounce time.Duration
 }
 
-// NewFromKubeconfig builds a Source from a kubeconfig file that watches the
-// pods of node.
-func NewFromKubeconfig(path, node string) (*Source, error) {
+// NewFromKubeconfig builds a Source from a kubeconfig file.
+func NewFromKubeconfig(path string) (*Source, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig %q: %w", path, err)
@@ -57,7 +57,7 @@ func NewFromKubeconfig(path, node string) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to build gateway-api client from %q: %w", path, err)
 	}
-	return &Source{Kube: kc, Gateway: gc, Node: node}, nil
+	return &Source{Kube: kc, Gateway: gc}, nil
 }
 
 type listers struct {
@@ -79,14 +79,11 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 	}
 	go func() {
 		defer close(ch)
-		kf := informers.NewSharedInformerFactory(s.Kube, 0)
-		// A factory's list options apply to all its informers, and only
-		// pods have a spec.nodeName: pods get a factory of their own.
-		pf := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(s.podSelector))
+		kf := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTransform(trimPod))
 		gf := gwinformers.NewSharedInformerFactory(s.Gateway, 0)
 		infs := []cache.SharedIndexInformer{
 			kf.Core().V1().Nodes().Informer(),
-			pf.Core().V1().Pods().Informer(),
+			kf.Core().V1().Pods().Informer(),
 			kf.Core().V1().Services().Informer(),
 			kf.Discovery().V1().EndpointSlices().Informer(),
 			kf.Core().V1().ServiceAccounts().Informer(),
@@ -112,10 +109,8 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 			}
 		}
 		kf.Start(ctx.Done())
-		pf.Start(ctx.Done())
 		gf.Start(ctx.Done())
 		defer kf.Shutdown()
-		defer pf.Shutdown()
 		defer gf.Shutdown()
 		for i, inf := range infs {
 			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -145,11 +140,25 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 	return ch
 }
 
-// podSelector sets the pod informer's field selector.
-func (s *Source) podSelector(o *metav1.ListOptions) {
-	if s.Node != "" {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", s.Node).String()
+// trimPod keeps of a pod what Pod reads (name, namespace, UID, labels,
+// node, service account, IP, Ready condition) and drops the rest before
+// the informer caches it; other objects pass unchanged.
+func trimPod(o any) (any, error) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return o, nil
 	}
+	t := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels, ResourceVersion: p.ResourceVersion},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, ServiceAccountName: p.Spec.ServiceAccountName},
+		Status:     corev1.PodStatus{PodIP: p.Status.PodIP},
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			t.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return t, nil
 }
 
 func send(ctx context.Context, ch chan<- registry.Update, u registry.Update) bool {

@@ -28,7 +28,7 @@ import (
 
 func podOn(name, node, ip string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", UID: types.UID("uid-" + name)},
-		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{PodIP: ip}}
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "sa-" + name}, Status: corev1.PodStatus{PodIP: ip}}
 }
 
 // selectorRecorder records the field selector of every pod list and watch,
@@ -88,70 +88,98 @@ func podNames(st *registry.State) []string {
 	return out
 }
 
-// TestPodInformerWatchesOnlyItsNode: the agent of node-a lists and watches
-// pods with the selector spec.nodeName=node-a, and so holds node-a's pods
-// only, at the start and as pods come; the control, a Source without a
-// node, holds both nodes' pods.
-func TestPodInformerWatchesOnlyItsNode(t *testing.T) {
-	for _, c := range []struct {
-		node     string
-		selector string
-		want     []string
-	}{
-		{"node-a", "spec.nodeName=node-a", []string{"a-0@node-a", "a-1@node-a"}},
-		{"", "", []string{"a-0@node-a", "a-1@node-a", "b-0@node-b", "b-1@node-b"}},
-	} {
-		t.Run(fmt.Sprintf("node %q", c.node), func(t *testing.T) {
-			kc := k8sfake.NewClientset(podOn("a-0", "node-a", "10.244.1.2"), podOn("b-0", "node-b", "10.244.2.2"))
-			rec := &selectorRecorder{}
-			rec.install(kc)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			ch := (&Source{Kube: kc, Gateway: gwfake.NewSimpleClientset(), Node: c.node, Debounce: 10 * time.Millisecond}).Watch(ctx)
-			next := func() *registry.State {
-				t.Helper()
-				select {
-				case u := <-ch:
-					if u.Err != nil {
-						t.Fatal(u.Err)
-					}
-					return u.State
-				case <-ctx.Done():
-					t.Fatal("no State from the informer source")
-				}
-				return nil
+// TestAgentSeesRemoteEndpointsAccounts: an agent pins an HTTP service's
+// peers by the service accounts of its endpoints, so its source must hold
+// the pods of every node, with their accounts, at the start and as pods
+// come. The reactors apply a field selector as the API server does (the
+// fake tracker ignores it), so a source that asked for its own node's pods
+// only would miss b-0 and b-1 here, as it did on a real cluster: node-a's
+// agent then had no peer identity for node-b's backend and no outbound
+// listener.
+func TestAgentSeesRemoteEndpointsAccounts(t *testing.T) {
+	kc := k8sfake.NewClientset(podOn("a-0", "node-a", "10.244.1.2"), podOn("b-0", "node-b", "10.244.2.2"))
+	rec := &selectorRecorder{}
+	rec.install(kc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch := (&Source{Kube: kc, Gateway: gwfake.NewSimpleClientset(), Debounce: 10 * time.Millisecond}).Watch(ctx)
+	next := func() *registry.State {
+		t.Helper()
+		select {
+		case u := <-ch:
+			if u.Err != nil {
+				t.Fatal(u.Err)
 			}
-			next()
-			for _, p := range []*corev1.Pod{podOn("b-1", "node-b", "10.244.2.3"), podOn("a-1", "node-a", "10.244.1.3")} {
-				if _, err := kc.CoreV1().Pods("demo").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The last pod created is on node-a, which every Source sees:
-			// once it is there, every pod before it has been delivered too.
-			var st *registry.State
-			for st = next(); !slices.Contains(podNames(st), "a-1@node-a"); st = next() {
-			}
-			if got := podNames(st); !slices.Equal(got, c.want) {
-				t.Fatalf("pods = %q, want %q", got, c.want)
-			}
-			calls := rec.calls()
-			if len(calls) == 0 {
-				t.Fatal("the pod informer neither listed nor watched")
-			}
-			for _, call := range calls {
-				verb, sel, _ := strings.Cut(call, " ")
-				if sel != c.selector {
-					t.Fatalf("pod %s with field selector %q, want %q (calls: %q)", verb, sel, c.selector, calls)
-				}
-			}
-		})
+			return u.State
+		case <-ctx.Done():
+			t.Fatal("no State from the informer source")
+		}
+		return nil
+	}
+	next()
+	for _, p := range []*corev1.Pod{podOn("a-1", "node-a", "10.244.1.3"), podOn("b-1", "node-b", "10.244.2.3")} {
+		if _, err := kc.CoreV1().Pods("demo").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a-0@node-a", "a-1@node-a", "b-0@node-b", "b-1@node-b"}
+	var st *registry.State
+	for st = next(); !slices.Equal(podNames(st), want); st = next() {
+		if ctx.Err() != nil {
+			t.Fatalf("pods = %q, want %q", podNames(st), want)
+		}
+	}
+	for _, p := range st.Pods {
+		if p.ServiceAccount != "sa-"+p.Name {
+			t.Errorf("pod %s: service account %q, want sa-%s", p.Name, p.ServiceAccount, p.Name)
+		}
+	}
+	for _, call := range rec.calls() {
+		if verb, sel, _ := strings.Cut(call, " "); sel != "" {
+			t.Fatalf("pod %s with field selector %q: the agent must see every node's pods", verb, sel)
+		}
 	}
 }
 
-// TestNewFromKubeconfigHonoursNode: a Source built from a kubeconfig asks
-// the API server for node-a's pods only.
-func TestNewFromKubeconfigHonoursNode(t *testing.T) {
+// TestTrimPodKeepsWhatTheRegistryReads: the cached pod, trimmed, converts
+// to the same registry.Pod as the whole one, and holds no spec or status
+// beyond what Pod reads.
+func TestTrimPodKeepsWhatTheRegistryReads(t *testing.T) {
+	full := podOn("a-0", "node-a", "10.244.1.2")
+	full.Labels = map[string]string{"app": "a"}
+	full.ResourceVersion = "42"
+	full.Annotations = map[string]string{"big": strings.Repeat("x", 4096)}
+	full.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	full.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1", Env: []corev1.EnvVar{{Name: "K", Value: "V"}}}}
+	full.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue, Message: "ok"}}
+	full.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: true}}
+	o, err := trimPod(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := o.(*corev1.Pod)
+	want, ok1 := Pod(full)
+	got, ok2 := Pod(trimmed)
+	if !ok1 || !ok2 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("trimmed pod reads %+v (%v), the whole one %+v (%v)", got, ok2, want, ok1)
+	}
+	if !got.Ready {
+		t.Fatal("the trimmed pod lost its Ready condition")
+	}
+	if trimmed.ResourceVersion != "42" {
+		t.Fatalf("resourceVersion %q, want 42: the informer compares it on resync", trimmed.ResourceVersion)
+	}
+	if len(trimmed.Annotations)+len(trimmed.ManagedFields)+len(trimmed.Spec.Containers)+len(trimmed.Status.ContainerStatuses) != 0 {
+		t.Fatalf("trimmed pod keeps what the registry never reads: %+v", trimmed)
+	}
+	if n, _ := trimPod(&corev1.Service{}); n == nil {
+		t.Fatal("a non-pod object must pass through")
+	}
+}
+
+// TestNewFromKubeconfigWatchesEveryPod: a Source built from a kubeconfig
+// asks the API server for the pods of every node.
+func TestNewFromKubeconfigWatchesEveryPod(t *testing.T) {
 	podQueries := make(chan string, 16)
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/pods" {
@@ -173,7 +201,7 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewFromKubeconfig(kubeconfig, "node-a")
+	s, err := NewFromKubeconfig(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +210,8 @@ current-context: c
 	s.Watch(ctx)
 	select {
 	case sel := <-podQueries:
-		if sel != "spec.nodeName=node-a" {
-			t.Fatalf("the pod informer asked for fieldSelector %q, want spec.nodeName=node-a", sel)
+		if sel != "" {
+			t.Fatalf("the pod informer asked for fieldSelector %q, want every pod", sel)
 		}
 	case <-ctx.Done():
 		t.Fatal("the Source never asked the API server for pods")

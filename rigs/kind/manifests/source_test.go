@@ -80,7 +80,7 @@ func checkSourceReads(t *testing.T, file string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	src := &kube.Source{Kube: k8sfake.NewClientset(kubeObjs...), Gateway: gwfake.NewSimpleClientset(gwObjs...), Node: clusterNode, Debounce: 10 * time.Millisecond}
+	src := &kube.Source{Kube: k8sfake.NewClientset(kubeObjs...), Gateway: gwfake.NewSimpleClientset(gwObjs...), Debounce: 10 * time.Millisecond}
 	var got *registry.State
 	select {
 	case u := <-src.Watch(ctx):

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/suites/cluster"
@@ -34,6 +35,8 @@ type Provider struct {
 	nodes map[string]nodes.Node
 	// binaries is the sha256 of each mesh binary baked into the images.
 	binaries map[string]string
+	// forceCapture, when set, replaces every case's capture mode.
+	forceCapture constants.CaptureMode
 }
 
 func (*Provider) Name() string { return cluster.Kind }
@@ -56,12 +59,16 @@ func (p *Provider) Up(ctx context.Context, cfg cluster.Config) (cluster.Cluster,
 		}
 		placed[n.Name] = p.workers[i]
 	}
-	v := values(cfg.Mode)
+	mode := cfg.Mode
+	if p.forceCapture != "" {
+		mode = p.forceCapture
+	}
+	v := values(mode)
 	if v.MTLS, err = mtlsValues(cfg.MTLS); err != nil {
 		return nil, err
 	}
 	if err := p.k.installMesh(ctx, v); err != nil {
-		return nil, fmt.Errorf("failed to install the mesh in %s mode: %w", cfg.Mode, err)
+		return nil, fmt.Errorf("failed to install the mesh in %s mode: %w", mode, err)
 	}
 	c := &kindCluster{k: p.k, values: v, nodes: placed, kindNodes: p.nodes, scenario: sc}
 	for _, sp := range sc.Pods {

@@ -48,6 +48,10 @@ const (
 	EnvArtifacts = "AETHER_KIND_ARTIFACTS"
 	// EnvNodeImage overrides kind's default node image.
 	EnvNodeImage = "AETHER_KIND_NODE_IMAGE"
+	// EnvForceCapture installs every case's mesh in this capture mode,
+	// whatever the case asks: the mesh broken on purpose (redirect turns
+	// udproute's subjects red, as the same agent does on netns).
+	EnvForceCapture = "AETHER_KIND_FORCE_CAPTURE"
 )
 
 // Options describe the cluster a suite runs on.
@@ -57,11 +61,20 @@ type Options struct {
 	// Artifacts receives kubeconfig, images/, logs/.
 	Artifacts string
 	NodeImage string
+	// ForceCapture, when set, replaces every case's capture mode.
+	ForceCapture constants.CaptureMode
 }
 
 // OptionsFromEnv names the cluster after the suite.
 func OptionsFromEnv(suite string) (Options, error) {
 	o := Options{Name: "aether-e2e-" + suite, Artifacts: os.Getenv(EnvArtifacts), NodeImage: os.Getenv(EnvNodeImage)}
+	if f := os.Getenv(EnvForceCapture); f != "" {
+		m, err := constants.ParseCaptureMode(f)
+		if err != nil {
+			return o, fmt.Errorf("%s=%q: %w", EnvForceCapture, f, err)
+		}
+		o.ForceCapture = m
+	}
 	if o.Artifacts == "" {
 		dir, err := os.MkdirTemp("", "aether-kind-")
 		if err != nil {
@@ -327,7 +340,10 @@ func (s *setup) installMesh(ctx context.Context, _ *envconf.Config) (context.Con
 	if err := k.installMesh(ctx, values(manifests.Defaults().Mode)); err != nil {
 		return ctx, err
 	}
-	current = &Provider{k: k, workers: workers, nodes: all, binaries: s.binaries}
+	current = &Provider{k: k, workers: workers, nodes: all, binaries: s.binaries, forceCapture: s.opts.ForceCapture}
+	if m := s.opts.ForceCapture; m != "" {
+		fmt.Fprintf(os.Stderr, "aether kind: %s=%s: every case's mesh is installed in %s capture, whatever it asks\n", EnvForceCapture, m, m)
+	}
 	return ctx, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/types"
 
+	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/rigs/relay"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
@@ -190,4 +191,24 @@ func TestStreamConnOverARelay(t *testing.T) {
 		t.Fatal("Close did not end the relay")
 	}
 	udp.Close()
+}
+
+// TestForceCaptureFromEnv: AETHER_KIND_FORCE_CAPTURE names a capture mode
+// every case's mesh is installed in; a typo is refused, naming the
+// variable, before any cluster is made.
+func TestForceCaptureFromEnv(t *testing.T) {
+	t.Setenv(EnvArtifacts, t.TempDir())
+	t.Setenv(EnvForceCapture, "redirect")
+	o, err := OptionsFromEnv("udproute")
+	if err != nil || o.ForceCapture != constants.CaptureRedirect {
+		t.Fatalf("ForceCapture = %q, %v; want redirect", o.ForceCapture, err)
+	}
+	t.Setenv(EnvForceCapture, "redirekt")
+	if _, err := OptionsFromEnv("udproute"); err == nil || !strings.Contains(err.Error(), EnvForceCapture+`="redirekt"`) {
+		t.Fatalf("a misspelt mode: err = %v, want one naming %s", err, EnvForceCapture)
+	}
+	t.Setenv(EnvForceCapture, "")
+	if o, err := OptionsFromEnv("udproute"); err != nil || o.ForceCapture != "" {
+		t.Fatalf("unset: ForceCapture = %q, %v; want none", o.ForceCapture, err)
+	}
 }

@@ -34,9 +34,9 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/rigs/images"
 	"github.com/aether-mesh/aether/rigs/kind/envcheck"
+	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/kind/nodeimage"
 	"github.com/aether-mesh/aether/rigs/kind/rootfs"
-	"github.com/aether-mesh/aether/rigs/kind/manifests"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/results"
 )

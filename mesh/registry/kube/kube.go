@@ -141,7 +141,7 @@ func (s *Source) Watch(ctx context.Context) <-chan registry.Update {
 }
 
 // trimPod keeps of a pod what Pod reads (name, namespace, UID, labels,
-// node, service account, IP, Ready condition) and drops the rest before
+// node, service account, hostNetwork, IP, Ready condition) and drops the rest before
 // the informer caches it; other objects pass unchanged.
 func trimPod(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
@@ -150,7 +150,7 @@ func trimPod(o any) (any, error) {
 	}
 	t := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels, ResourceVersion: p.ResourceVersion},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, ServiceAccountName: p.Spec.ServiceAccountName},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, ServiceAccountName: p.Spec.ServiceAccountName, HostNetwork: p.Spec.HostNetwork},
 		Status:     corev1.PodStatus{PodIP: p.Status.PodIP},
 	}
 	for _, c := range p.Status.Conditions {
@@ -208,8 +208,14 @@ func (l listers) state() (*registry.State, error) {
 	return st, nil
 }
 
-// Pod converts a pod; ok is false for a pod without an IP yet.
+// Pod converts a pod; ok is false for a pod without an IP yet, and for a
+// hostNetwork pod: it shares its node's netns, which nothing captures, so
+// it is not in the mesh (the mesh's own DaemonSet pods are such pods, and
+// their accounts must not count as the node's).
 func Pod(p *corev1.Pod) (registry.Pod, bool) {
+	if p.Spec.HostNetwork {
+		return registry.Pod{}, false
+	}
 	ip, err := netip.ParseAddr(p.Status.PodIP)
 	if err != nil {
 		return registry.Pod{}, false

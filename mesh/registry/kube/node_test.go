@@ -172,6 +172,10 @@ func TestTrimPodKeepsWhatTheRegistryReads(t *testing.T) {
 	if len(trimmed.Annotations)+len(trimmed.ManagedFields)+len(trimmed.Spec.Containers)+len(trimmed.Status.ContainerStatuses) != 0 {
 		t.Fatalf("trimmed pod keeps what the registry never reads: %+v", trimmed)
 	}
+	full.Spec.HostNetwork = true
+	if o, _ := trimPod(full); !o.(*corev1.Pod).Spec.HostNetwork {
+		t.Fatal("the trimmed pod lost hostNetwork: the mesh's own pods would count as the node's")
+	}
 	if n, _ := trimPod(&corev1.Service{}); n == nil {
 		t.Fatal("a non-pod object must pass through")
 	}
@@ -215,5 +219,22 @@ current-context: c
 		}
 	case <-ctx.Done():
 		t.Fatal("the Source never asked the API server for pods")
+	}
+}
+
+// TestHostNetworkPodIsNotInTheMesh: on kind, the mesh's own DaemonSet pod
+// (hostNetwork, account aether-system/aether-agent) sorted first among
+// node-a's accounts, and the static-certificate control's proxies
+// presented the agent's SVID instead of sa-a's. A hostNetwork pod shares
+// the node's netns, nothing captures it, and it is not in the registry.
+func TestHostNetworkPodIsNotInTheMesh(t *testing.T) {
+	mesh := podOn("aether-node-x", "node-a", "172.18.0.3")
+	mesh.Namespace, mesh.Spec.ServiceAccountName, mesh.Spec.HostNetwork = "aether-system", "aether-agent", true
+	if p, ok := Pod(mesh); ok {
+		t.Fatalf("hostNetwork pod read as %+v; want it left out", p)
+	}
+	app := podOn("a-0", "node-a", "10.244.1.2")
+	if _, ok := Pod(app); !ok {
+		t.Fatal("a pod on the pod network was left out")
 	}
 }

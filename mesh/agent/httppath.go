@@ -58,13 +58,16 @@ type HTTPPath struct {
 	QUICResumption, QUICInboundWildcard bool
 }
 
-// LocalAccounts are the service accounts of the node's pods: the SVIDs
-// the node's proxy presents, which an issuer must keep current.
+// LocalAccounts are the service accounts of the node's pods in the mesh:
+// the SVIDs the node's proxy presents, which an issuer must keep current.
+// A pod is in the mesh once the CNI handed it over (it has a netns path);
+// one the CNI left out (an excluded namespace, the mesh's own installer)
+// has no listener and its account is not the node's.
 func LocalAccounts(st *registry.State, node string) []identity.Account {
 	var out []identity.Account
 	for i := range st.Pods {
 		p := &st.Pods[i]
-		if p.Node != node {
+		if p.Node != node || p.NetnsPath == "" {
 			continue
 		}
 		a := identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,23 @@ func TestOutboundIdentityFactory(t *testing.T) {
 		if got := strings.Count(string(dump), `"factory_key": "`+c.want+`"`); got != 2 {
 			t.Errorf("unhashed %v: %d outbound listeners stamp with %s, want both", c.unhashed, got, c.want)
 		}
+	}
+}
+
+// TestLocalAccountsAreHandedOverPods: on kind, the mesh's own installer
+// pod (aether-system, account default, in a namespace the CNI excludes)
+// ran on every node, sorted first among its accounts, and the
+// static-certificate control presented its SVID instead of sa-a's. A pod
+// the CNI never handed over has no netns path and is not the node's.
+func TestLocalAccountsAreHandedOverPods(t *testing.T) {
+	st := &registry.State{Pods: []registry.Pod{
+		{Namespace: "aether-system", Name: "aether-cni-x", ServiceAccount: "default", Node: "node-a"},
+		{Namespace: "demo", Name: "src-a-0", ServiceAccount: "sa-a", Node: "node-a", NetnsPath: "/run/netns/src-a-0"},
+		{Namespace: "demo", Name: "dst-0", ServiceAccount: "sa-dst", Node: "node-b", NetnsPath: "/run/netns/dst-0"},
+	}}
+	got := LocalAccounts(st, "node-a")
+	want := []identity.Account{{Namespace: "demo", ServiceAccount: "sa-a"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("LocalAccounts(node-a) = %v, want %v", got, want)
 	}
 }

@@ -35,6 +35,8 @@ type Roles struct {
 	// Churn is the pod the chaos schedule removes and adds back, and
 	// ChurnTarget the service it calls before and after.
 	Churn, ChurnTarget string
+	// Direct is what the network fault steps' direct probes call.
+	Direct DirectRole
 }
 
 // SoakRoles are the roles of fixtures/scenarios/soak.yaml.
@@ -47,6 +49,7 @@ var SoakRoles = Roles{
 	},
 	Prober: "probe-0", ProbeTarget: "api",
 	Churn: "cron-0", ChurnTarget: "cart",
+	Direct: DirectRole{Pod: "api-0", Account: "api", Service: "api", Port: 8080, From: "probe"},
 }
 
 // Config is one run.
@@ -72,6 +75,8 @@ type Config struct {
 	// Pairs and MinWindow override the schedule's sizing (Budget).
 	Pairs     int
 	MinWindow time.Duration
+	// NoNetworkFaults leaves the network faults out of the schedule.
+	NoNetworkFaults bool
 	// AgentFlags are extra flags for every agent (a test-only control, to
 	// soak a build broken on purpose).
 	AgentFlags []string
@@ -102,6 +107,13 @@ func ChaosKinds() []StepKind {
 	return []StepKind{AgentRestart, PodChurn, ProxyHotRestart, AgentInHotRestart}
 }
 
+func (c Config) network() []StepKind {
+	if c.NoNetworkFaults {
+		return nil
+	}
+	return NetworkKinds()
+}
+
 // Expected costs of a switch and a chaos step, to size the windows.
 const (
 	switchCost = 2 * time.Second
@@ -116,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
-		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Seed: cfg.Seed,
+		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Network: cfg.network(), Seed: cfg.Seed,
 		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
 	if err != nil {
 		return nil, err

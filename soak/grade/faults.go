@@ -136,7 +136,7 @@ func gradeFaults(m *manifest.Manifest, ev *loader) (*NetworkFaults, []Gate, erro
 					if time.Duration(*fp.RecoveryMS)*time.Millisecond > b.MaxRecovery.Duration {
 						fg.Slow = true
 					}
-					recs = append(recs, fmt.Sprintf("%s %s", k, (time.Duration(*fp.RecoveryMS) * time.Millisecond).String()))
+					recs = append(recs, fmt.Sprintf("%s %s", k, (time.Duration(*fp.RecoveryMS)*time.Millisecond).String()))
 				}
 			}
 			fg.Probes = append(fg.Probes, fp)

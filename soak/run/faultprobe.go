@@ -91,8 +91,8 @@ func newDirectProber(c *node.Cluster, cfg Config, caDir string, ttl time.Duratio
 	}
 	return &directProber{
 		from: from, dst: netip.AddrPortFrom(to.IP, constants.InboundPort),
-		sni: xdsnames.SNI(r.Direct.Port, r.Direct.Service, r.Namespace, cfg.Mesh.MeshDomain),
-		url: "https://" + xdsnames.Authority(r.Direct.Service, r.Namespace, cfg.Mesh.MeshDomain) + "/probe/direct",
+		sni:   xdsnames.SNI(r.Direct.Port, r.Direct.Service, r.Namespace, cfg.Mesh.MeshDomain),
+		url:   "https://" + xdsnames.Authority(r.Direct.Service, r.Namespace, cfg.Mesh.MeshDomain) + "/probe/direct",
 		certs: []tls.Certificate{cert}, bundle: ca.Bundle(), serverID: serverID,
 	}, nil
 }

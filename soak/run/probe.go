@@ -21,11 +21,11 @@ import (
 type Probe struct {
 	Time time.Time `json:"time"`
 	// Kind is the probe's kind (ProbeMesh, ProbeH2, ProbeQUIC).
-	Kind      string    `json:"kind"`
-	OK        bool      `json:"ok"`
-	Code      int       `json:"code"`
-	Error     string    `json:"error,omitempty"`
-	LatencyMS float64   `json:"latency_ms"`
+	Kind      string  `json:"kind"`
+	OK        bool    `json:"ok"`
+	Code      int     `json:"code"`
+	Error     string  `json:"error,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
 }
 
 // probeTimeout bounds one probe: beyond the proxy's 2 s on-demand timeout,

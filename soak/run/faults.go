@@ -96,10 +96,11 @@ func Bounds(interval time.Duration) map[string]manifest.FaultBound {
 	return out
 }
 
-// networkOrder draws the network faults of a schedule's gaps: gap i gets
-// one when i mod 3 is 2 (the third, sixth, … gap), or the last gap when
-// there are fewer than three, so a soak of n gaps runs max(1, n/3)
-// faults, bounded as the chaos steps are. The kinds come round in turn,
+// networkOrder draws the network faults of a schedule's gaps: with every
+// = b.NetworkEvery (3 by default), gap i gets one when i mod every is
+// every-1 (the third, sixth, … gap), or the last gap when there are fewer
+// than every, so a soak of n gaps runs max(1, n/every) faults, bounded as
+// the chaos steps are. The kinds come round in turn,
 // each once before any repeats, the first round starting with netem, so
 // even the shortest soak (the smoke, five gaps) grades a loss window; the
 // node, the order after that and each netem's figures are drawn from the
@@ -109,13 +110,17 @@ func networkOrder(b Budget, gaps int) []*Step {
 	if len(b.Network) == 0 || len(b.Nodes) == 0 || gaps == 0 {
 		return nil
 	}
+	every := b.NetworkEvery
+	if every <= 0 {
+		every = 3
+	}
 	rng := rand.New(rand.NewPCG(b.Seed^0x6e657466, b.Seed^0xbf58476d1ce4e5b9))
 	out := make([]*Step, gaps)
 	var queue []StepKind
 	for round := 0; ; round++ {
 		next := -1
 		for i := range gaps {
-			if out[i] == nil && (i%3 == 2 || (gaps < 3 && i == gaps-1)) {
+			if out[i] == nil && (i%every == every-1 || (gaps < every && i == gaps-1)) {
 				next = i
 				break
 			}

@@ -72,7 +72,10 @@ type Budget struct {
 	// Network are the network fault kinds the schedule draws from
 	// (NetworkKinds); each lasts its FaultShapes' hold and allowance.
 	Network []StepKind
-	Seed    uint64
+	// NetworkEvery puts a network fault in every NetworkEvery-th gap
+	// (default 3).
+	NetworkEvery int
+	Seed         uint64
 	// Pairs, when set, is the number of ABBA pairs; fewer than MinPairs
 	// leave the CPU gate without an interval (a check of the runner, not
 	// a soak). MinWindow, when set, replaces the shortest window.

@@ -75,8 +75,9 @@ type Config struct {
 	// Pairs and MinWindow override the schedule's sizing (Budget).
 	Pairs     int
 	MinWindow time.Duration
-	// NoNetworkFaults leaves the network faults out of the schedule.
-	NoNetworkFaults bool
+	// NetworkEvery puts a network fault in every NetworkEvery-th gap
+	// between pairs (Budget); 0 runs none.
+	NetworkEvery int
 	// AgentFlags are extra flags for every agent (a test-only control, to
 	// soak a build broken on purpose).
 	AgentFlags []string
@@ -108,7 +109,7 @@ func ChaosKinds() []StepKind {
 }
 
 func (c Config) network() []StepKind {
-	if c.NoNetworkFaults {
+	if c.NetworkEvery <= 0 {
 		return nil
 	}
 	return NetworkKinds()
@@ -128,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
-		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Network: cfg.network(), Seed: cfg.Seed,
+		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Network: cfg.network(), NetworkEvery: cfg.NetworkEvery, Seed: cfg.Seed,
 		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
 	if err != nil {
 		return nil, err
@@ -193,6 +194,9 @@ func (c Config) Check() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
 		}
+	}
+	if c.NetworkEvery < 0 {
+		return fmt.Errorf("network faults every %d gaps: must be 0 (none) or more", c.NetworkEvery)
 	}
 	if c.Rate <= 0 {
 		return fmt.Errorf("rate %g rps: must be positive", c.Rate)

@@ -20,6 +20,19 @@ type Liveness struct {
 	Allowed int64 `json:"allowed"`
 	// Timeline is failed probes per sample step.
 	Timeline []TimePoint `json:"timeline"`
+	// LeftOut are the network faults' spans (each with its allowance),
+	// whose probes the fault gates grade instead; Total and Failed are
+	// what lies outside them.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
+}
+
+// LeftOut is a span the liveness SLO leaves out, with its probes.
+type LeftOut struct {
+	Name   string    `json:"name"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Total  int64     `json:"total"`
+	Failed int64     `json:"failed"`
 }
 
 // TimePoint is one step of a timeline.
@@ -56,6 +69,22 @@ func gradeLiveness(m *manifest.Manifest, ev *loader) (*Liveness, Gate, error) {
 	if l.Timeline, err = timeline(failedS, m, "sources.probes_failed"); err != nil {
 		return nil, Gate{}, err
 	}
+	spans := faultSpans(m)
+	for i, sp := range spans {
+		if i > 0 && sp.Start.Before(spans[i-1].End) {
+			return nil, Gate{}, fmt.Errorf("network fault %s (with its allowance) overlaps %s: a probe would be left out twice", sp.Name, spans[i-1].Name)
+		}
+		if sp.Total, err = counter(totalS, sp.Start, sp.End, "sources.probes_total in "+sp.Name); err != nil {
+			return nil, Gate{}, err
+		}
+		if sp.Failed, err = counter(failedS, sp.Start, sp.End, "sources.probes_failed in "+sp.Name); err != nil {
+			return nil, Gate{}, err
+		}
+		l.Total -= sp.Total
+		l.Failed -= sp.Failed
+		l.LeftOut = append(l.LeftOut, sp)
+	}
+	total, failed = l.Total, l.Failed
 	gate := Gate{Name: GateLiveness}
 	if failed > total {
 		return nil, Gate{}, fmt.Errorf("the prober counted %d failures in %d probes", failed, total)
@@ -65,6 +94,15 @@ func gradeLiveness(m *manifest.Manifest, ev *loader) (*Liveness, Gate, error) {
 	budget.Mul(budget, new(big.Rat).SetInt64(total))
 	l.Allowed = new(big.Int).Quo(budget.Num(), budget.Denom()).Int64()
 	gate.Figure = fmt.Sprintf("%s / %s failed, SLO %s%% allows %s", fmtInt(failed), fmtInt(total), l.SLO, fmtInt(l.Allowed))
+	if len(l.LeftOut) > 0 {
+		var in, inFailed int64
+		for _, sp := range l.LeftOut {
+			in += sp.Total
+			inFailed += sp.Failed
+		}
+		gate.Figure += fmt.Sprintf(" outside %d network fault(s) and their allowances (inside them %s / %s failed, graded by %q)",
+			len(l.LeftOut), fmtInt(inFailed), fmtInt(in), GateFaultFailures)
+	}
 	if total == 0 {
 		gate.Verdict = Inconclusive
 		gate.Reason = "the prober recorded no probes"

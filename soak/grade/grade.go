@@ -44,6 +44,8 @@ type Grade struct {
 	CPU         *CPURatio           `json:"cpu_ratio,omitempty"`
 	Liveness    *Liveness           `json:"liveness,omitempty"`
 	Counts      []Count             `json:"counts,omitempty"`
+	// NetworkFaults is the network fault gates' evidence.
+	NetworkFaults *NetworkFaults `json:"network_faults,omitempty"`
 	// ManifestSHA256 and Evidence bind the grade to what it was graded
 	// from: the manifest's bytes and every evidence file a gate read. The
 	// release gate re-grades from them and refuses a grade they refute.
@@ -92,6 +94,16 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 		g.Counts = append(g.Counts, cnt)
 		gate.Inputs.Count = &results.CountInputs{Count: cnt.Count, Limit: cnt.Limit}
 		g.Gates = append(g.Gates, gate)
+	}
+	if m.Gates.NetworkFaults != nil && len(m.Faults()) > 0 {
+		ev.gate = GateFaultFailures
+		nf, gates, err := gradeFaults(m, ev)
+		if err != nil {
+			return nil, fmt.Errorf("soak %s: network fault gates: %w", m.Name, err)
+		}
+		ev.read[m.Sources.ProbeLog][GateFaultRecovery] = true
+		g.NetworkFaults = nf
+		g.Gates = append(g.Gates, gates...)
 	}
 	g.Verdict, g.Reason = Decide(g.Gates)
 	var err error

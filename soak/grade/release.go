@@ -3,6 +3,7 @@ package grade
 import (
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/aether-mesh/aether/rigs/results"
 )
@@ -26,7 +27,8 @@ const (
 // short before its first ABBA pair has no CPU gate, a soak whose agents
 // export no prunes of in-use twins has no prune gate, and neither can
 // release a build.
-var ReleaseGates = []string{GateCPURatio, GateLiveness, Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun}
+var ReleaseGates = []string{GateCPURatio, GateLiveness, Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun,
+	GateFaultFailures, GateFaultRecovery}
 
 // MissingForRelease names every release gate g does not carry, in
 // ReleaseGates' order.
@@ -62,6 +64,16 @@ func ReleaseRefusals(g *Grade) []string {
 	for _, name := range MissingForRelease(g) {
 		out = append(out, fmt.Sprintf("gate %q is missing: a release (-require-soak) requires the local soak's full gate set", name))
 	}
+	if nf := g.NetworkFaults; nf != nil {
+		for _, f := range nf.Faults {
+			rb, ok := ReleaseFaultBounds[f.Kind]
+			rec, err := time.ParseDuration(f.MaxRecovery)
+			if !ok || err != nil || f.MaxFailures > rb.MaxFailures || rec > rb.MaxRecovery.Duration || f.Until.Sub(f.End) > rb.Allowance.Duration {
+				out = append(out, fmt.Sprintf("network fault %s (%s) is graded against at most %d failures, recovery %s and allowance %s; a release allows at most %d, %s and %s",
+					f.Name, f.Kind, f.MaxFailures, f.MaxRecovery, f.Until.Sub(f.End), rb.MaxFailures, rb.MaxRecovery, rb.Allowance))
+			}
+		}
+	}
 	minSLO, _ := new(big.Rat).SetString(ReleaseMinSLO)
 	for _, gt := range g.Gates {
 		in := gt.Inputs
@@ -85,7 +97,7 @@ func ReleaseRefusals(g *Grade) []string {
 
 func isReleaseCount(name string) bool {
 	switch name {
-	case Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun:
+	case Gate503NC, GatePrunedLive, GateCrashes, GateLoadGenErrors, GateStepsNotRun, GateFaultFailures, GateFaultRecovery:
 		return true
 	}
 	return false

@@ -88,12 +88,79 @@ type Excluded struct {
 }
 
 // Event is a graded chaos step (an agent restart, a pod leaving and
-// returning, SVID rotation), with what was done.
+// returning, SVID rotation, a network fault), with what was done.
 type Event struct {
 	Name  string    `json:"name"`
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
 	What  string    `json:"what"`
+	// Fault makes the event a network fault, its Start..End the fault's
+	// own span: gates.network_faults grades it from sources.probe_log, and
+	// the liveness SLO leaves out its span and its kind's allowance after.
+	Fault *Fault `json:"fault,omitempty"`
+}
+
+// Fault is what a network fault event put where.
+type Fault struct {
+	// Kind is one of FaultKinds.
+	Kind string `json:"kind"`
+	// Node is the node whose link carried the fault, Links its ends.
+	Node  string   `json:"node"`
+	Links []string `json:"links,omitempty"`
+}
+
+// The network fault kinds.
+const (
+	FaultNetem     = "netem"
+	FaultLinkFlap  = "link-flap"
+	FaultPartition = "partition"
+)
+
+// FaultKinds are the network fault kinds a manifest may name.
+var FaultKinds = []string{FaultNetem, FaultLinkFlap, FaultPartition}
+
+// Duration is a time.Duration written as Go writes one ("3s", "1m30s").
+type Duration struct{ time.Duration }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"3s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// NetworkFaultsGate holds every network fault event to its kind's bound,
+// read from the probe log (sources.probe_log).
+type NetworkFaultsGate struct {
+	// ProbeKinds are the probe kinds (the log's "kind") each fault must see
+	// recover.
+	ProbeKinds []string `json:"probe_kinds"`
+	// Kinds bound each fault kind.
+	Kinds map[string]FaultBound `json:"kinds"`
+}
+
+// FaultBound is what one fault kind is held to.
+type FaultBound struct {
+	// Allowance is how long after a fault's end its probes are still the
+	// fault's: failures there count against MaxFailures, not the liveness
+	// SLO.
+	Allowance Duration `json:"allowance"`
+	// MaxFailures bounds, per probe kind, the failed probes started in the
+	// fault's span or its allowance.
+	MaxFailures int64 `json:"max_failures"`
+	// MaxRecovery bounds, per probe kind in ProbeKinds, the time from the
+	// fault's end to the end of the first probe of that kind that
+	// succeeded after it. At most Allowance: a slower recovery would fail
+	// probes the SLO counts.
+	MaxRecovery Duration `json:"max_recovery"`
 }
 
 // Series names the series of a Prometheus query_range file.
@@ -127,13 +194,17 @@ type Sources struct {
 	ProbesTotal  *Series  `json:"probes_total,omitempty"`
 	ProbesFailed *Series  `json:"probes_failed,omitempty"`
 	LoadGen      *LoadGen `json:"loadgen,omitempty"`
+	// ProbeLog is the prober's own record, one JSON object a line (time,
+	// kind, ok, latency_ms): what gates.network_faults reads.
+	ProbeLog string `json:"probe_log,omitempty"`
 }
 
 // Gates holds the thresholds. A gate present in the manifest is required.
 type Gates struct {
-	CPURatio *CPURatioGate `json:"cpu_ratio,omitempty"`
-	Liveness *LivenessGate `json:"liveness,omitempty"`
-	Counts   []CountGate   `json:"counts,omitempty"`
+	CPURatio      *CPURatioGate      `json:"cpu_ratio,omitempty"`
+	Liveness      *LivenessGate      `json:"liveness,omitempty"`
+	Counts        []CountGate        `json:"counts,omitempty"`
+	NetworkFaults *NetworkFaultsGate `json:"network_faults,omitempty"`
 }
 
 // CPURatioGate: h3/h2 per-request proxy CPU.
@@ -387,9 +458,24 @@ func (m *Manifest) Validate() error {
 		if ev.Start.Before(m.Start) || ev.End.After(m.End) {
 			return m.errf(f, "lies outside the soak %s .. %s", m.Start.Format(time.RFC3339), m.End.Format(time.RFC3339))
 		}
+		if ev.Fault != nil {
+			nf := m.Gates.NetworkFaults
+			if nf == nil {
+				return m.errf(f+".fault", "a network fault needs gates.network_faults to bound it")
+			}
+			if _, ok := nf.Kinds[ev.Fault.Kind]; !ok {
+				return m.errf(f+".fault.kind", "%q has no bound in gates.network_faults.kinds", ev.Fault.Kind)
+			}
+			if ev.Fault.Node == "" {
+				return m.errf(f+".fault.node", "empty")
+			}
+		}
+	}
+	if err := m.validateFaults(); err != nil {
+		return err
 	}
 	g := m.Gates
-	if g.CPURatio == nil && g.Liveness == nil && len(g.Counts) == 0 {
+	if g.CPURatio == nil && g.Liveness == nil && len(g.Counts) == 0 && g.NetworkFaults == nil {
 		return m.errf("gates", "empty: nothing to grade")
 	}
 	if c := g.CPURatio; c != nil {
@@ -461,6 +547,56 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	return nil
+}
+
+func (m *Manifest) validateFaults() error {
+	nf := m.Gates.NetworkFaults
+	if nf == nil {
+		return nil
+	}
+	if m.Sources.ProbeLog == "" {
+		return m.errf("sources.probe_log", "missing, required by gates.network_faults")
+	}
+	if len(nf.ProbeKinds) == 0 {
+		return m.errf("gates.network_faults.probe_kinds", "empty: a fault's recovery must be graded on some probe kind")
+	}
+	if len(nf.Kinds) == 0 {
+		return m.errf("gates.network_faults.kinds", "empty")
+	}
+	for k, b := range nf.Kinds {
+		f := "gates.network_faults.kinds." + k
+		switch {
+		case !slicesContains(FaultKinds, k):
+			return m.errf(f, "%q is not a fault kind (%s)", k, strings.Join(FaultKinds, ", "))
+		case b.Allowance.Duration <= 0:
+			return m.errf(f+".allowance", "must be positive")
+		case b.MaxRecovery.Duration <= 0 || b.MaxRecovery.Duration > b.Allowance.Duration:
+			return m.errf(f+".max_recovery", "%s must lie in (0, allowance %s]: a recovery slower than the allowance fails probes the liveness SLO counts", b.MaxRecovery, b.Allowance)
+		case b.MaxFailures < 0:
+			return m.errf(f+".max_failures", "negative")
+		}
+	}
+	return nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Faults returns the network fault events in declared order.
+func (m *Manifest) Faults() []Event {
+	var out []Event
+	for _, ev := range m.Events {
+		if ev.Fault != nil {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // checkABBA refuses windows that cannot be paired in ABBA order: with A

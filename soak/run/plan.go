@@ -36,6 +36,8 @@ type Step struct {
 	Length time.Duration
 	// Node is the node a chaos step acts on.
 	Node string
+	// Fault is a network fault step's fault (NetworkKinds).
+	Fault Fault `json:",omitzero"`
 }
 
 // Excluded says whether a step's span is left out of grading (the
@@ -67,7 +69,13 @@ type Budget struct {
 	Nodes []string
 	// Chaos are the chaos kinds this build can run.
 	Chaos []StepKind
-	Seed  uint64
+	// Network are the network fault kinds the schedule draws from
+	// (NetworkKinds); each lasts its FaultShapes' hold and allowance.
+	Network []StepKind
+	// NetworkEvery puts a network fault in every NetworkEvery-th gap
+	// (default 3).
+	NetworkEvery int
+	Seed         uint64
 	// Pairs, when set, is the number of ABBA pairs; fewer than MinPairs
 	// leave the CPU gate without an interval (a check of the runner, not
 	// a soak). MinWindow, when set, replaces the shortest window.
@@ -88,7 +96,9 @@ const MinWindow = 3 * time.Second
 // pairs, where it does not, a chaos step may run. The chaos steps are
 // drawn from b.Chaos by b.Seed, every kind once before any repeats, one per
 // gap at most: the schedule is bounded by the gaps and the same seed gives
-// the same soak.
+// the same soak. Network faults (b.Network) are drawn apart, by their own
+// stream of the seed, into every third gap (networkOrder), before that
+// gap's chaos step.
 func Plan(b Budget) ([]Step, error) {
 	if b.Tick <= 0 || b.Warmup < b.Tick {
 		return nil, fmt.Errorf("plan: tick %s and warm-up %s: the warm-up must last at least a tick", b.Tick, b.Warmup)
@@ -106,6 +116,12 @@ func Plan(b Budget) ([]Step, error) {
 	if len(b.Chaos) > 0 {
 		over += time.Duration(gaps) * b.ChaosCost
 	}
+	network := networkOrder(b, gaps)
+	for _, st := range network {
+		if st != nil {
+			over += st.Fault.Hold + st.Fault.Allowance
+		}
+	}
 	window := ((b.Duration - over) / time.Duration(2*pairs)).Truncate(b.Tick)
 	if window < minWindow {
 		return nil, fmt.Errorf("plan: %s leaves %s per window for %d ABBA pairs (switches %s, warm-ups %s, chaos %s each): at least %s is needed",
@@ -121,6 +137,11 @@ func Plan(b Budget) ([]Step, error) {
 			proto = want
 		}
 		steps = append(steps, Step{Kind: Measure, Protocol: want, Length: window})
+		// A gap's network fault runs first: its allowance and the chaos
+		// step after it stand between the fault and the next window.
+		if i%2 == 1 && i/2 < len(network) && network[i/2] != nil {
+			steps = append(steps, *network[i/2])
+		}
 		if i%2 == 1 && i/2 < len(chaos) {
 			steps = append(steps, chaos[i/2])
 		}

@@ -19,11 +19,13 @@ import (
 
 // Probe is one liveness probe's result, as probes.jsonl records it.
 type Probe struct {
-	Time      time.Time `json:"time"`
-	OK        bool      `json:"ok"`
-	Code      int       `json:"code"`
-	Error     string    `json:"error,omitempty"`
-	LatencyMS float64   `json:"latency_ms"`
+	Time time.Time `json:"time"`
+	// Kind is the probe's kind (ProbeMesh, ProbeH2, ProbeQUIC).
+	Kind      string  `json:"kind"`
+	OK        bool    `json:"ok"`
+	Code      int     `json:"code"`
+	Error     string  `json:"error,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
 }
 
 // probeTimeout bounds one probe: beyond the proxy's 2 s on-demand timeout,
@@ -79,7 +81,7 @@ func (pr *Prober) Run(ctx context.Context, c *node.Cluster, mesh MeshNames, p *n
 
 func probeOnce(client *http.Client, url, host string) Probe {
 	start := time.Now()
-	pb := Probe{Time: start}
+	pb := Probe{Time: start, Kind: ProbeMesh}
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err == nil {
 		req.Host = host
@@ -98,6 +100,9 @@ func probeOnce(client *http.Client, url, host string) Probe {
 	return pb
 }
 
+// Record adds a probe made elsewhere (a test's) to the record.
+func (pr *Prober) Record(pb Probe) { pr.add(pb) }
+
 func (pr *Prober) add(pb Probe) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -106,11 +111,14 @@ func (pr *Prober) add(pb Probe) {
 	pr.out.Write(append(b, '\n'))
 }
 
-// Counts returns the probes so far and how many failed.
+// Counts returns the liveness probes so far and how many failed.
 func (pr *Prober) Counts() (total, failed int64) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	for _, p := range pr.probes {
+		if p.Kind != ProbeMesh {
+			continue
+		}
 		total++
 		if !p.OK {
 			failed++
@@ -130,11 +138,11 @@ func (pr *Prober) Close() error {
 	return pr.file.Close()
 }
 
-// Before returns, for each tick, how many probes had started before it and
-// how many of those failed. Call it after Run returned.
+// Before returns, for each tick, how many liveness probes had started
+// before it and how many of those failed. Call it after Run returned.
 func (pr *Prober) Before(ticks []time.Time) (total, failed []int64) {
 	pr.mu.Lock()
-	ps := slices.Clone(pr.probes)
+	ps := slices.DeleteFunc(slices.Clone(pr.probes), func(p Probe) bool { return p.Kind != ProbeMesh })
 	pr.mu.Unlock()
 	slices.SortFunc(ps, func(a, b Probe) int { return a.Time.Compare(b.Time) })
 	cumFailed := make([]int64, len(ps)+1)

@@ -35,6 +35,8 @@ type Roles struct {
 	// Churn is the pod the chaos schedule removes and adds back, and
 	// ChurnTarget the service it calls before and after.
 	Churn, ChurnTarget string
+	// Direct is what the network fault steps' direct probes call.
+	Direct DirectRole
 }
 
 // SoakRoles are the roles of fixtures/scenarios/soak.yaml.
@@ -47,6 +49,7 @@ var SoakRoles = Roles{
 	},
 	Prober: "probe-0", ProbeTarget: "api",
 	Churn: "cron-0", ChurnTarget: "cart",
+	Direct: DirectRole{Pod: "api-0", Account: "api", Service: "api", Port: 8080, From: "probe"},
 }
 
 // Config is one run.
@@ -72,6 +75,9 @@ type Config struct {
 	// Pairs and MinWindow override the schedule's sizing (Budget).
 	Pairs     int
 	MinWindow time.Duration
+	// NetworkEvery puts a network fault in every NetworkEvery-th gap
+	// between pairs (Budget); 0 runs none.
+	NetworkEvery int
 	// AgentFlags are extra flags for every agent (a test-only control, to
 	// soak a build broken on purpose).
 	AgentFlags []string
@@ -102,6 +108,13 @@ func ChaosKinds() []StepKind {
 	return []StepKind{AgentRestart, PodChurn, ProxyHotRestart, AgentInHotRestart}
 }
 
+func (c Config) network() []StepKind {
+	if c.NetworkEvery <= 0 {
+		return nil
+	}
+	return NetworkKinds()
+}
+
 // Expected costs of a switch and a chaos step, to size the windows.
 const (
 	switchCost = 2 * time.Second
@@ -116,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
-		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Seed: cfg.Seed,
+		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Network: cfg.network(), NetworkEvery: cfg.NetworkEvery, Seed: cfg.Seed,
 		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
 	if err != nil {
 		return nil, err
@@ -181,6 +194,9 @@ func (c Config) Check() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
 		}
+	}
+	if c.NetworkEvery < 0 {
+		return fmt.Errorf("network faults every %d gaps: must be 0 (none) or more", c.NetworkEvery)
 	}
 	if c.Rate <= 0 {
 		return fmt.Errorf("rate %g rps: must be positive", c.Rate)

@@ -55,7 +55,20 @@ func newSoak(c *node.Cluster, cfg Config, dir string, steps []Step, agentArgs fu
 	s.sampler = NewSampler(s.rec, c.Nodes(), listeners)
 	s.clk = clock{start: time.Now().Add(cfg.Tick).Truncate(cfg.Tick), tick: cfg.Tick}
 	s.exec = &executor{c: c, clk: s.clk, mesh: cfg.Mesh, args: agentArgs, load: s.load, sampler: s.sampler,
-		churn: churn, churnTo: cfg.Roles.ChurnTarget}
+		churn: churn, churnTo: cfg.Roles.ChurnTarget, prober: s.prober, probeEvery: cfg.ProbeInterval}
+	// The direct probes' SVID is issued at the first network fault, from
+	// the CA the agents made by then, valid for the rest of the soak.
+	var direct *directProber
+	s.exec.direct = func() (*directProber, error) {
+		if direct == nil {
+			d, err := newDirectProber(c, cfg, filepath.Join(dir, "cluster", "ca"), cfg.Duration+time.Hour)
+			if err != nil {
+				return nil, err
+			}
+			direct = d
+		}
+		return direct, nil
+	}
 	if s.rate, err = s.load.Start(c, cfg.Mesh, sources, cfg.Rate); err != nil {
 		s.load.Stop()
 		return nil, errors.Join(err, s.load.Close(), s.prober.Close())
@@ -208,7 +221,7 @@ func (s *soak) write(spans []Span, end time.Time, partial string) (*Result, erro
 	}
 	o := Outline{
 		Name: filepath.Base(s.dir), Build: s.cfg.Build, Start: s.clk.start, End: end, TargetRPS: s.rate,
-		MaxRatio: s.cfg.MaxRatio, SLO: s.cfg.SLO, PrunedLive: s.rec.Has(SeriesPrunedLive), Partial: partial,
+		MaxRatio: s.cfg.MaxRatio, SLO: s.cfg.SLO, PrunedLive: s.rec.Has(SeriesPrunedLive), Partial: partial, ProbeInterval: s.cfg.ProbeInterval,
 		Description: s.description(),
 		Graded: []manifest.Event{{Name: "svid-rotation", Start: s.clk.start, End: end,
 			What: fmt.Sprintf("SVIDs re-issued every %s (--svid-ttl %s) throughout", s.cfg.SVIDTTL/2, s.cfg.SVIDTTL)}},
@@ -243,8 +256,8 @@ func (s *soak) recordNotRun(end time.Time, spans []Span) error {
 }
 
 func (s *soak) description() string {
-	d := fmt.Sprintf("Local soak on the embedded netns cluster (%s): %.0f rps open-loop from %d source pods, ABBA windows switching the agents between --mesh-transport h2 and auto, a prober every %s, chaos seed %d (%v)",
-		filepath.Base(s.cfg.Scenario), s.rate, len(s.cfg.Roles.Sources), s.cfg.ProbeInterval, s.cfg.Seed, ChaosKinds())
+	d := fmt.Sprintf("Local soak on the embedded netns cluster (%s): %.0f rps open-loop from %d source pods, ABBA windows switching the agents between --mesh-transport h2 and auto, a prober every %s, chaos seed %d (%v; network faults %v)",
+		filepath.Base(s.cfg.Scenario), s.rate, len(s.cfg.Roles.Sources), s.cfg.ProbeInterval, s.cfg.Seed, ChaosKinds(), s.cfg.network())
 	if len(s.cfg.AgentFlags) > 0 {
 		d += fmt.Sprintf("; agents run with %v", s.cfg.AgentFlags)
 	}

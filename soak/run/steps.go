@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -22,6 +23,17 @@ type Span struct {
 	Start  time.Time `json:"start"`
 	End    time.Time `json:"end"`
 	Detail string    `json:"detail,omitempty"`
+	// Ran is a network fault step's fault as it ran.
+	Ran *FaultRun `json:"fault_run,omitempty"`
+}
+
+// FaultRun is a network fault as it ran: on which links, when it went on
+// and came off, and what it did.
+type FaultRun struct {
+	Links   []string  `json:"links"`
+	Applied time.Time `json:"applied"`
+	Removed time.Time `json:"removed"`
+	What    string    `json:"what"`
 }
 
 // clock is the run's tick grid.
@@ -57,6 +69,11 @@ type executor struct {
 	sampler *Sampler
 	churn   *node.Pod
 	churnTo string
+	// prober records the network fault steps' direct probes, made every
+	// probeEvery by direct (issued at the first fault from caDir's CA).
+	prober     *Prober
+	probeEvery time.Duration
+	direct     func() (*directProber, error)
 	// prevEnd is where the last step ended: the next one starts there.
 	prevEnd time.Time
 }
@@ -95,6 +112,8 @@ func (e *executor) do(ctx context.Context, s Step, name string, start time.Time)
 		sp.Detail, err = e.hotRestartProxy(ctx, e.c.Node(s.Node), true)
 	case PodChurn:
 		sp.Detail, err = e.churnPod(ctx)
+	case NetemFault, LinkFlap, Partition:
+		return e.networkFault(ctx, sp)
 	default:
 		err = fmt.Errorf("unknown step %q", s.Kind)
 	}
@@ -252,4 +271,39 @@ func names(nodes []*node.Node) string {
 		s += n.Name
 	}
 	return s
+}
+
+// networkFault runs a network fault step: the direct probes start with
+// it, the fault holds from its start for Hold, and the step runs on for
+// Allowance after, so it ends on the tick grid at start+Hold+Allowance
+// whatever the links took to change.
+func (e *executor) networkFault(ctx context.Context, sp Span) (Span, error) {
+	n := e.c.Node(sp.Node)
+	if n == nil || sp.Fault.Hold <= 0 {
+		return sp, fmt.Errorf("step %s (%s): no node %q or no fault", sp.Name, sp.Kind, sp.Node)
+	}
+	d, err := e.direct()
+	if err != nil {
+		return sp, fmt.Errorf("step %s (%s): %w", sp.Name, sp.Kind, err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	go func() { e.prober.runDirect(pctx, d, DirectKinds, e.probeEvery); close(probed) }()
+	defer func() { stop(); <-probed }()
+	links := nodeLink(e.c, n)
+	what, ft, err := holdFault(ctx, sp.Step, links, sp.Start)
+	fr := &FaultRun{What: what, Applied: ft.Applied, Removed: ft.Removed}
+	for _, l := range links {
+		fr.Links = append(fr.Links, l.String())
+	}
+	sp.Ran = fr
+	f := sp.Fault
+	sp.Detail = fmt.Sprintf("%s on node %s's link (%s) for %s (on %s after the step began, off %s after its declared end); %s allowed to recover",
+		what, n.Name, strings.Join(fr.Links, ", "), f.Hold, ft.Applied.Sub(sp.Start).Round(time.Millisecond),
+		ft.Removed.Sub(sp.Start.Add(f.Hold)).Round(time.Millisecond), f.Allowance)
+	if err != nil {
+		return sp, fmt.Errorf("step %s (%s): %w", sp.Name, sp.Kind, err)
+	}
+	sp.End = sp.Start.Add(f.Hold + f.Allowance)
+	return sp, sleepUntil(ctx, sp.End)
 }

@@ -37,6 +37,8 @@ type Outline struct {
 	Partial string
 	// Graded are events the whole soak carried (SVID rotation).
 	Graded []manifest.Event
+	// ProbeInterval scales the network faults' failure bounds (Bounds).
+	ProbeInterval time.Duration
 }
 
 // Manifest builds the run's manifest from its spans: windows become the
@@ -76,6 +78,8 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 	var windows []manifest.Window
 	for _, sp := range spans {
 		switch {
+		case sp.Kind.IsNetwork():
+			addFault(m, o, sp)
 		case sp.Kind == Measure:
 			windows = append(windows, manifest.Window{Name: sp.Name, Start: sp.Start, End: sp.End, Protocol: sp.Protocol, Build: o.Build})
 		case sp.Kind.Excluded():
@@ -93,6 +97,32 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 		m.Description += " No ABBA pair ran whole: the h3/h2 CPU gate is not graded."
 	}
 	return m
+}
+
+// addFault lists a network fault step: an event with its fault over the
+// fault's own span (from the step's start, when it went on, for its hold,
+// clipped to the soak), graded by gates.network_faults from the probe
+// log; and the whole step, the allowance after the fault included, as an
+// excluded span, so the load generator's requests that failed while the
+// fault held or the mesh recovered are left out of its count (the
+// liveness SLO leaves out the same span, the fault gates grade its
+// probes).
+func addFault(m *manifest.Manifest, o Outline, sp Span) {
+	if m.Gates.NetworkFaults == nil {
+		m.Gates.NetworkFaults = &manifest.NetworkFaultsGate{ProbeKinds: DirectKinds, Kinds: Bounds(o.ProbeInterval)}
+		m.Sources.ProbeLog = ProbesFile
+	}
+	end := sp.Start.Add(sp.Step.Fault.Hold)
+	if end.After(sp.End) {
+		end = sp.End
+	}
+	f := &manifest.Fault{Kind: sp.Kind.FaultKind(), Node: sp.Node}
+	if sp.Ran != nil {
+		f.Links = sp.Ran.Links
+	}
+	m.Events = append(m.Events, manifest.Event{Name: sp.Name, Start: sp.Start, End: end, What: sp.Detail, Fault: f})
+	m.Excluded = append(m.Excluded, manifest.Excluded{Name: sp.Name, Start: sp.Start, End: sp.End,
+		Reason: "network fault: the load generator's failures while it held and its " + sp.Step.Fault.Allowance.String() + " allowance after; its probes are graded by the network fault gates"})
 }
 
 // What each count gate counts, for the report's reader. Only the load

@@ -43,6 +43,9 @@ func synthetic(t *testing.T, cpuH3 float64, nc int) (*Recorder, []Span, time.Tim
 			add(Step{Kind: AgentRestart, Node: "node-a"}, "agent", 2*time.Second, "agent restart on node-a")
 		case 3:
 			add(Step{Kind: ProxyHotRestart, Node: "node-b"}, "hot", 2*time.Second, "proxy hot restart on node-b")
+		case 5:
+			f := Step{Kind: NetemFault, Node: "node-b", Fault: Fault{Hold: 4 * time.Second, Allowance: 3 * time.Second}}
+			add(f, SpanName(f, 0, 20), 7*time.Second, "loss 3% by nftables on node node-b's link")
 		}
 	}
 	end := at
@@ -89,8 +92,21 @@ func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Ti
 	if err := load.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Every probe of every kind answered, every 100 ms.
+	prober, err := NewProber(filepath.Join(dir, ProbesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at := start; at.Before(end); at = at.Add(100 * time.Millisecond) {
+		for _, k := range []string{ProbeMesh, ProbeH2, ProbeQUIC} {
+			prober.Record(Probe{Time: at, Kind: k, OK: true, Code: 200, LatencyMS: 1})
+		}
+	}
+	if err := prober.Close(); err != nil {
+		t.Fatal(err)
+	}
 	o := Outline{Name: "synthetic", Build: "abc1234", Start: start, End: end, TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", Partial: partial,
-		PrunedLive: rec.Has(SeriesPrunedLive)}
+		PrunedLive: rec.Has(SeriesPrunedLive), ProbeInterval: 100 * time.Millisecond}
 	path, err := WriteManifest(dir, Manifest(o, spans))
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +125,12 @@ func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Ti
 func TestManifestGradesTheRunsOwnFiles(t *testing.T) {
 	rec, spans, start, end := synthetic(t, 1.2, 0)
 	m, g := writeAndGrade(t, rec, spans, start, end, "")
-	if len(m.Windows) != 12 || len(m.Excluded) != 1+6*2+1 || len(m.Events) != 1 {
-		t.Fatalf("%d windows, %d exclusions, %d events; want 12, 14 (warm-up, 6 switches and warm-ups, the hot restart), 1 (the agent restart)",
+	if len(m.Windows) != 12 || len(m.Excluded) != 1+6*2+1+1 || len(m.Events) != 2 {
+		t.Fatalf("%d windows, %d exclusions, %d events; want 12, 15 (warm-up, 6 switches and warm-ups, the hot restart, the network fault's step), 2 (the agent restart, the network fault)",
 			len(m.Windows), len(m.Excluded), len(m.Events))
+	}
+	if f := m.Faults(); len(f) != 1 || f[0].End.Sub(f[0].Start) != 4*time.Second || m.Sources.ProbeLog != ProbesFile {
+		t.Fatalf("faults %+v (probe log %q): want the netem step's, over its 4 s hold, graded from %s", f, m.Sources.ProbeLog, ProbesFile)
 	}
 	if g.Verdict != grade.Pass {
 		t.Fatalf("verdict %s (%s), want PASS", g.Verdict, g.Reason)

@@ -247,7 +247,7 @@ func TestSoakWithoutTheFullGateSetCannotRelease(t *testing.T) {
 		t.Fatalf("test is stale: the partial soak grades %v", g.Gates)
 	}
 	wantRefused(t, "partial soak", config{dir: dir, build: rev},
-		"schedule steps not run  FAIL")
+		"local: FAIL (fail: schedule steps not run)")
 	wantRefused(t, "partial soak, release", config{dir: dir, build: rev, requireSoak: true},
 		p+`: gate "h3/h2 per-request proxy CPU" is missing: a release (-require-soak) requires the local soak's full gate set`)
 
@@ -259,6 +259,18 @@ func TestSoakWithoutTheFullGateSetCannotRelease(t *testing.T) {
 	}
 	wantRefused(t, "no prune gate, release", config{dir: dir, build: rev, requireSoak: true},
 		p+`: gate "prunes of in-use twins" is missing: a release (-require-soak) requires the local soak's full gate set`)
+
+	// A soak that ran no network fault has no fault gates: it passes, and
+	// cannot release a build.
+	dir = t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	_, p = localSoakOf(t, dir, rev, localRun{windows: 12, noFault: true})
+	if code, out := runGate(t, config{dir: dir, build: rev}); code != 0 {
+		t.Fatalf("test is stale: the soak without network faults does not pass otherwise: exit %d\n%s", code, out)
+	}
+	wantRefused(t, "no network fault, release", config{dir: dir, build: rev, requireSoak: true},
+		p+`: gate "network faults: probe failures" is missing: a release (-require-soak) requires the local soak's full gate set`,
+		p+`: gate "network faults: recovery" is missing`)
 }
 
 // A grade written before grades bound their evidence (or with its binding

@@ -24,6 +24,9 @@ type localRun struct {
 	notRun float64
 	// noPrunedLive leaves the agents' prunes of in-use twins unexported.
 	noPrunedLive bool
+	// noFault runs no network fault; otherwise a netem step on node-b
+	// follows the windows, its probes all answered.
+	noFault bool
 }
 
 // localSoak writes the folder `aether-soak run` writes for a run of six
@@ -49,13 +52,32 @@ func localSoakOf(t *testing.T, dir, revision string, lr localRun) (string, strin
 		spans = append(spans, soakrun.Span{Step: s, Name: soakrun.SpanName(s, i+1, 0),
 			Start: start.Add(time.Duration(10*i) * time.Second), End: start.Add(time.Duration(10*i+10) * time.Second)})
 	}
-	end := spans[len(spans)-1].End
+	windowsEnd := spans[len(spans)-1].End
+	end := windowsEnd
+	if !lr.noFault {
+		f := soakrun.Step{Kind: soakrun.NetemFault, Node: "node-b", Fault: soakrun.Fault{Hold: 4 * time.Second, Allowance: 3 * time.Second}}
+		spans = append(spans, soakrun.Span{Step: f, Name: soakrun.SpanName(f, 0, len(spans)+1), Start: end, End: end.Add(7 * time.Second),
+			Detail: "loss 3% by nftables on node node-b's link"})
+		prober, err := soakrun.NewProber(filepath.Join(run, soakrun.ProbesFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for at := end; at.Before(end.Add(7 * time.Second)); at = at.Add(100 * time.Millisecond) {
+			for _, k := range []string{soakrun.ProbeMesh, soakrun.ProbeH2, soakrun.ProbeQUIC} {
+				prober.Record(soakrun.Probe{Time: at, Kind: k, OK: true, Code: 200, LatencyMS: 2})
+			}
+		}
+		if err := prober.Close(); err != nil {
+			t.Fatal(err)
+		}
+		end = end.Add(7 * time.Second)
+	}
 	rec := soakrun.NewRecorder()
 	var cpu, reqs float64
 	for at := start; !at.After(end); at = at.Add(time.Second) {
 		if at.After(start) {
 			cost := 1.0
-			if spans[int(at.Sub(start)-1)/int(10*time.Second)].Protocol == manifest.H3 {
+			if !at.After(windowsEnd) && spans[int(at.Sub(start)-1)/int(10*time.Second)].Protocol == manifest.H3 {
 				cost = 1.1
 			}
 			reqs += 100
@@ -88,7 +110,7 @@ func localSoakOf(t *testing.T, dir, revision string, lr localRun) (string, strin
 		t.Fatal(err)
 	}
 	path, err := soakrun.WriteManifest(run, soakrun.Manifest(soakrun.Outline{Name: "local", Build: revision, Start: start, End: end,
-		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", PrunedLive: !lr.noPrunedLive}, spans))
+		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", PrunedLive: !lr.noPrunedLive, ProbeInterval: 100 * time.Millisecond}, spans))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.SVIDTTL, "svid-ttl", time.Minute, "the agents' --svid-ttl (SVIDs rotate at half of it)")
 	fs.DurationVar(&cfg.PairFetchWindow, "pair-fetch-window", 5*time.Second, "the agents' --east-west-quic-pair-fetch-window: its prunes happen between two agent restarts")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "the chaos schedule's seed")
+	fs.IntVar(&cfg.NetworkEvery, "network-every", 3, "a network fault (netem, link flap, partition; netem first) in every Nth gap between pairs; 0: none")
 	fs.Var(&flags, "agent-flag", "an extra aether-agent flag, repeatable (a test-only control soaks a build broken on purpose)")
 	fs.Float64Var(&cfg.MaxRatio, "max-ratio", 1.5, "the h3/h2 per-request CPU gate")
 	fs.StringVar(&cfg.SLO, "slo", "99.9", "the liveness SLO in percent")

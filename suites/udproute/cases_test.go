@@ -495,30 +495,46 @@ func checkDual(o redgreen.Observation) error {
 	return nil
 }
 
+// applied is when a change reached the data plane, measured from the
+// moment the suite began writing it: after the last probe sent that
+// missed, by the first probe sent that landed. A probe round trip (a
+// socket in the client pod, the backend's record read back) is the
+// resolution, so the time is the pair, not a point.
+type applied struct{ after, by time.Duration }
+
+func (a applied) String() string {
+	return fmt.Sprintf("reached the data plane %s–%s after the write", a.after.Round(time.Millisecond), a.by.Round(time.Millisecond))
+}
+
 // awaitDelivery probes svc from fresh sockets until a probe lands at pod,
-// which is how the suite knows the agent and proxy applied a change.
-func awaitDelivery(ctx context.Context, c cluster.Cluster, ip netip.Addr, tag, pod string) error {
+// which is how the suite knows the agent and proxy applied a change
+// written at since.
+func awaitDelivery(ctx context.Context, c cluster.Cluster, ip netip.Addr, tag, pod string, since time.Time) (applied, error) {
 	saved := replyTimeout
 	replyTimeout = dropTimeout
 	defer func() { replyTimeout = saved }()
+	var a applied
 	deadline := time.Now().Add(applyTimeout)
 	for i := 0; time.Now().Before(deadline); i++ {
 		if err := ctx.Err(); err != nil {
-			return err
+			return a, err
 		}
+		sentAt := time.Since(since)
 		if _, err := sendUDP(ctx, c, ip, l4, fmt.Sprintf("%s-%d", tag, i), 1); err != nil {
-			return err
+			return a, err
 		}
 		settle()
 		d, err := delivered(ctx, c, fmt.Sprintf("%s-%d", tag, i))
 		if err != nil {
-			return err
+			return a, err
 		}
 		if d.ByPod[pod] > 0 {
-			return nil
+			a.by = sentAt
+			return a, nil
 		}
+		a.after = sentAt
 	}
-	return fmt.Errorf("the change was not applied within %s: %s never reached %s", applyTimeout, ip, pod)
+	return a, fmt.Errorf("the change was not applied within %s: %s never reached %s", applyTimeout, ip, pod)
 }
 
 func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
@@ -540,6 +556,7 @@ func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	zero := int32(0)
+	written := time.Now()
 	err = c.Update(ctx, func(sc *registry.Scenario) {
 		for i := range sc.UDPRoutes {
 			if sc.UDPRoutes[i].Metadata.Name == "svc-w" {
@@ -550,7 +567,8 @@ func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	if err := awaitDelivery(ctx, c, ip, "drain-probe", "w-green-0"); err != nil {
+	took, err := awaitDelivery(ctx, c, ip, "drain-probe", "w-green-0", written)
+	if err != nil {
 		return obs, err
 	}
 	if _, err := sendUDP(ctx, c, ip, l4, "drain-after", perService); err != nil {
@@ -561,8 +579,8 @@ func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts = map[string]any{"sent": perService, "before": before.ByPod, "after": after.ByPod}
-	obs.Summary = fmt.Sprintf("blue weight 1: %s; blue weight 0: %s", before, after)
+	obs.Facts = map[string]any{"sent": perService, "before": before.ByPod, "after": after.ByPod, "applied_by_ms": took.by.Milliseconds()}
+	obs.Summary = fmt.Sprintf("blue weight 1: %s; blue weight 0: %s; the weight %s", before, after, took)
 	return obs, c.Check(ctx)
 }
 
@@ -605,6 +623,7 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		yaml.UnmarshalStrict([]byte(`{name: svc-new, namespace: demo, clusterIP: `+ipNew.String()+`, selector: {app: spare}, ports: [{name: dgram, port: 5000, targetPort: 7000, protocol: UDP}]}`), &newSvc),
 		yaml.UnmarshalStrict([]byte(`{apiVersion: gateway.networking.k8s.io/v1alpha2, kind: UDPRoute, metadata: {name: svc-new, namespace: demo},
   spec: {parentRefs: [{group: "", kind: Service, name: svc-new}], rules: [{backendRefs: [{name: svc-new, port: 5000}]}]}}`), &newRoute))
+	written := time.Now()
 	if uerr == nil {
 		uerr = c.Update(ctx, func(sc *registry.Scenario) {
 			var svcs []registry.ScenarioService
@@ -623,8 +642,9 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 			sc.UDPRoutes = append(routes, newRoute)
 		})
 	}
+	var took applied
 	if uerr == nil {
-		uerr = awaitDelivery(ctx, c, ipNew, "live-new-probe", "spare-0")
+		took, uerr = awaitDelivery(ctx, c, ipNew, "live-new-probe", "spare-0", written)
 	}
 	var sNew, s20 sent
 	if uerr == nil {
@@ -662,9 +682,10 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs.Facts = map[string]any{
 		"flow_sent": fs.Datagrams, "flow_replies": fs.replied(), "flow_delivered": dFlow.ByPod, "flow_sources": len(dFlow.Sources["a-0"]), "flow_error": flowErr,
 		"new_sent": sNew.Datagrams, "new_delivered": dNew.ByPod, "removed_sent": s20.Datagrams, "removed_delivered": d20.total(), "removed_replies": s20.replied(),
+		"applied_by_ms": took.by.Milliseconds(),
 	}
-	obs.Summary = fmt.Sprintf("svc-a session: %d sent, %d replies, delivered %s from %d proxy source(s); svc-new -> %s; removed svc-20 -> %s",
-		fs.Datagrams, fs.replied(), dFlow, len(dFlow.Sources["a-0"]), dNew, d20)
+	obs.Summary = fmt.Sprintf("svc-a session: %d sent, %d replies, delivered %s from %d proxy source(s); svc-new -> %s (%s); removed svc-20 -> %s",
+		fs.Datagrams, fs.replied(), dFlow, len(dFlow.Sources["a-0"]), dNew, took, d20)
 	return obs, c.Check(ctx)
 }
 

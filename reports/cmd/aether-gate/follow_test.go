@@ -290,3 +290,16 @@ func TestStrictStepFailsTheGate(t *testing.T) {
 		t.Errorf("a step that is not strict failed the gate:\n%s", out)
 	}
 }
+
+func TestStartLineShowsWhatRuns(t *testing.T) {
+	for _, tc := range []struct{ argv, want string }{
+		{"env GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=/r/suites go test -count=1 ./suites/...", "go test -count=1 ./suites/..."},
+		{"/usr/bin/env A=1 true", "true"},
+		{"bin/aether-soak run -duration 2m", "bin/aether-soak run -duration 2m"},
+		{"env -i A=1 true", "-i A=1 true"},
+	} {
+		if got := strings.Join(shown(strings.Fields(tc.argv)), " "); got != tc.want {
+			t.Errorf("shown(%q) = %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+}

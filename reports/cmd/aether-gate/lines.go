@@ -19,12 +19,10 @@ const width = 120
 // width.
 const lineFormat = "%5s  %-11s  %-7s  %-22s  %-4s  %s"
 
-// clock is how long the gate has run, as m:ss (h:mm:ss past an hour); ""
-// when it is not known.
+// clock is how long the gate has run, as m:ss (h:mm:ss past an hour); an
+// instant stamped before the start (a clock a little behind) is 0:00.
 func clock(d time.Duration) string {
-	if d < 0 {
-		return ""
-	}
+	d = max(d, 0)
 	s := int64(d.Round(time.Second) / time.Second)
 	if s >= 3600 {
 		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)

@@ -94,7 +94,7 @@ func TestSoakLine(t *testing.T) {
 }
 
 func TestClockAndSpan(t *testing.T) {
-	for d, want := range map[time.Duration]string{0: "0:00", 59*time.Second + 600*time.Millisecond: "1:00", 7*time.Minute + 48*time.Second: "7:48", time.Hour + 2*time.Minute + 3*time.Second: "1:02:03", -time.Second: ""} {
+	for d, want := range map[time.Duration]string{0: "0:00", 59*time.Second + 600*time.Millisecond: "1:00", 7*time.Minute + 48*time.Second: "7:48", time.Hour + 2*time.Minute + 3*time.Second: "1:02:03", -time.Second: "0:00"} {
 		if got := clock(d); got != want {
 			t.Errorf("clock(%v) = %q, want %q", d, got, want)
 		}

@@ -176,7 +176,7 @@ func watch(c watchConfig, s *screen, sig <-chan os.Signal, poll time.Duration) (
 	}
 	f := &follower{s: s, step: c.name, start: start, lastLine: now}
 	st := &step{Name: c.name, Command: c.argv, Log: c.log, Strict: c.strict, Started: now}
-	s.line(fmt.Sprintf("%5s  %s: %s", since(start, now), c.name, strings.Join(c.argv, " ")))
+	s.line(fmt.Sprintf("%5s  %s: %s", since(start, now), c.name, strings.Join(shown(c.argv), " ")))
 	s.line(fmt.Sprintf("%5s  %s: its output goes to %s", "", c.name, c.log))
 
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
@@ -235,6 +235,20 @@ loop:
 	}
 	s.line(fmt.Sprintf("%5s  %s: %s after %s", since(start, st.Ended), c.name, how, span(st.took())))
 	return st, readErr
+}
+
+// shown is the command as its start line shows it: without a leading env
+// and its assignments, which the record keeps, so that what runs (go test
+// and its packages) is what the width leaves room for.
+func shown(argv []string) []string {
+	if len(argv) == 0 || filepath.Base(argv[0]) != "env" {
+		return argv
+	}
+	rest := argv[1:]
+	for len(rest) > 1 && strings.Contains(rest[0], "=") && !strings.HasPrefix(rest[0], "-") {
+		rest = rest[1:]
+	}
+	return rest
 }
 
 // writeStep records a step under <dir>/steps, named after it.

@@ -1,7 +1,12 @@
 // Command aether-gate reads the latest suite results and soak grades and
-// says whether a build may ship: it prints every suite's red-then-green
-// table and every soak gate with its figure and reason, and exits 0 only
-// when each suite and each graded soak passed for the build being gated.
+// says whether a build may ship: it prints a line per suite and soak, one
+// per row or gate that did not pass, and every failure, none wider than
+// 120 columns; writes every suite's red-then-green table and every soak
+// gate with its figure and reason to <dir>/gate.html and <dir>/gate.log;
+// and exits 0 only when each suite and each graded soak passed for the
+// build being gated. `aether-gate watch` runs one step of make gate and
+// prints each case, suite and soak figure as the step records it (see
+// watch.go).
 //
 // Suites come from <dir>/suites/*.json (written by rigs/redgreen under
 // `make gate`); soak grades from <dir>/soaks/*/grade.json (written by

@@ -69,25 +69,31 @@ test: vet
 
 # The gate and the grader are built, not `go run`: go run adds its own
 # "exit status 1" to a failing verdict. A SOAK that names no file is refused
-# before the suites run, not after. The suites' output goes to a log
-# file, so ginkgo is told not to colour it. The soak smoke runs after the
+# before the suites run, not after. Each step runs under `aether-gate
+# watch`: its output goes to its log, and the terminal gets a line per
+# case and per suite as each is recorded, and the soak's figures while it
+# runs; ginkgo is told not to colour the log. The soak smoke runs after the
 # suites, not beside them, so its CPU windows do not measure the suites;
-# its grade goes to $(REPORTS)/soaks, where the gate requires it.
+# its grade goes to $(REPORTS)/soaks, where the gate requires it. The
+# suites step is -strict: its packages' exit (a leak check, a test outside
+# the tables) fails the gate too. The gate's last lines say where the
+# tables are ($(REPORTS)/gate.html, $(REPORTS)/gate.log) and the total time,
+# counted from GATE_STARTED.
+GATE_STARTED := $(shell date +%s)
+GATE_WATCH = $(REPORTS)/bin/aether-gate watch -dir $(REPORTS) -started $(GATE_STARTED)
 gate:
 	@if [ -n "$(SOAK)" ] && [ ! -f "$(SOAK)" ]; then \
 		echo "make gate: SOAK=$(SOAK): no such manifest; nothing was run"; exit 2; fi
 	@rm -rf $(REPORTS) && mkdir -p $(REPORTS)/suites
+	@echo "make gate: building the gate; then the suites, the $(SOAK_SMOKE_DURATION) soak smoke and the verdict, into $(REPORTS)/"
 	@$(GO) build -o $(REPORTS)/bin/ ./reports/cmd/aether-gate ./reports/cmd/aether-soak
-	@GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES) \
-		> $(REPORTS)/suites.log 2>&1; echo $$? > $(REPORTS)/suites.rc; \
-		echo "suite packages exited $$(cat $(REPORTS)/suites.rc) (log: $(REPORTS)/suites.log)"
-	@$(REPORTS)/bin/aether-soak run -duration $(SOAK_SMOKE_DURATION) -gate-out $(REPORTS)/soaks $(SOAK_RUN_ARGS) \
-		> $(REPORTS)/soak-smoke.log 2>&1; echo "soak smoke exited $$? (log: $(REPORTS)/soak-smoke.log)"
+	@$(GATE_WATCH) -name suites -strict -log $(REPORTS)/suites.log -- \
+		env GINKGO_NO_COLOR=TRUE AETHER_REPORT_DIR=$(CURDIR)/$(REPORTS)/suites $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SUITES)
+	@$(GATE_WATCH) -name "soak smoke" -log $(REPORTS)/soak-smoke.log -- \
+		$(REPORTS)/bin/aether-soak run -duration $(SOAK_SMOKE_DURATION) -gate-out $(REPORTS)/soaks $(SOAK_RUN_ARGS)
 	@if [ -n "$(SOAK)" ]; then $(REPORTS)/bin/aether-soak grade -suites $(REPORTS)/suites \
 		-out $(REPORTS)/soaks $(SOAK) > /dev/null || true; fi
-	@$(REPORTS)/bin/aether-gate -dir $(REPORTS) -require $(GATE_SUITES) -require-soak $(GATE_BUILD)
-	@rc=$$(cat $(REPORTS)/suites.rc); if [ "$$rc" != 0 ]; then \
-		echo "make gate: FAIL: the suite packages exited $$rc although their results passed (a leak check or a test outside the tables failed; see $(REPORTS)/suites.log)"; exit 1; fi
+	@$(REPORTS)/bin/aether-gate -dir $(REPORTS) -require $(GATE_SUITES) -require-soak $(GATE_BUILD) -started $(GATE_STARTED)
 
 rigs:
 	$(GO) run ./rigs/cmd/aether-phase0

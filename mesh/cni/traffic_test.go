@@ -353,7 +353,7 @@ var _ = Describe("traffic through the installed rules, red then green", func() {
 
 	It("captures with the header intact in tproxy mode, and the redirect controls lose it", func() {
 		rig := &trafficRig{p: p}
-		res := redgreen.Run(context.Background(), rig.suite())
+		res := redgreen.Run(redgreen.Announcing(context.Background()), rig.suite())
 		fmt.Fprint(GinkgoWriter, res.Table())
 		Expect(res.Write("")).To(Succeed())
 		Expect(res.Err()).NotTo(HaveOccurred(), res.Table())

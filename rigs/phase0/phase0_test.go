@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 // for `make gate`.
 func TestPhase0(t *testing.T) {
 	privileged.Require(t)
-	res, err := Run(context.Background(), Scenarios())
+	res, err := Run(redgreen.Announcing(context.Background()), Scenarios())
 	t.Log("\n" + res.Table())
 	if err != nil {
 		t.Errorf("tearing the rig down failed: %v", err)

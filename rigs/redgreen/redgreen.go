@@ -79,10 +79,25 @@ type Suite struct {
 	Binaries map[string]string
 }
 
+// announcing marks a context whose run is the one its suite's result is
+// written from.
+type announcing struct{}
+
+// Announcing returns ctx marked so that Run announces each case's row on
+// the progress file (results.EnvProgress) as soon as it is recorded. Only
+// the run whose result is written asks for it: a suite's own checks of a
+// control broken on purpose run the same cases, and their rows, red by
+// design, must not read as the suite's progress.
+func Announcing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, announcing{}, true)
+}
+
 // Run measures every control, then every subject, and derives the verdict.
 // A panic inside a case is recorded as that case's failure. Once ctx ends,
-// no further case runs and the run is INTERRUPTED, not judged.
+// no further case runs and the run is INTERRUPTED, not judged. Under
+// Announcing, each row is announced as it is recorded.
 func Run(ctx context.Context, s Suite) Result {
+	announce, _ := ctx.Value(announcing{}).(bool)
 	res := Result{Suite: s.Name, Subject: s.Subject, Started: time.Now().UTC()}
 	var controls, subjects []Case
 	for _, c := range s.Cases {
@@ -96,7 +111,15 @@ func Run(ctx context.Context, s Suite) Result {
 		if ctx.Err() != nil {
 			break
 		}
-		res.Cases = append(res.Cases, runCase(ctx, c))
+		row := runCase(ctx, c)
+		res.Cases = append(res.Cases, row)
+		if announce {
+			// The row is already recorded: a progress file that cannot be
+			// written costs the person watching, not the suite's verdict.
+			if err := results.Announce(results.Event{Suite: s.Name, Case: &row}); err != nil {
+				fmt.Fprintf(os.Stderr, "redgreen: suite %s, case %s: %v\n", s.Name, row.Name, err)
+			}
+		}
 	}
 	// A context that ended while the cases ran made their failures, and
 	// left the rest unrun: the rows say what happened, but the verdict must

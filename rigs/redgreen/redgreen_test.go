@@ -203,3 +203,45 @@ func TestStampNamesTheSuitesBinaries(t *testing.T) {
 		t.Errorf("a suite that could not start lost its binaries: %v", c.Build.Binaries)
 	}
 }
+
+// Under Announcing each row is on the progress file before the next case
+// runs; without it, a run (a suite's check of a control broken on
+// purpose) announces nothing.
+func TestAnnouncingAnnouncesEachRowAsItIsRecorded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "progress.jsonl")
+	t.Setenv(results.EnvProgress, p)
+	reader := &results.ProgressReader{Path: p}
+	var before []string
+	peek := func(s string) func(context.Context) (Observation, error) {
+		return func(ctx context.Context) (Observation, error) {
+			events, err := reader.Next()
+			if err != nil {
+				t.Error(err)
+			}
+			for _, e := range events {
+				before = append(before, s+" sees "+e.Suite+"/"+e.Case.Name)
+			}
+			return obs(s)(ctx)
+		}
+	}
+	suite := Suite{Name: "s", Cases: []Case{
+		{Name: "green", Role: Subject, Run: peek("green"), Check: want("green")},
+		{Name: "red", Role: Control, Run: peek("red"), Check: want("red")},
+	}}
+	res := Run(Announcing(context.Background()), suite)
+	if res.Verdict != Pass {
+		t.Fatalf("%s: %s", res.Verdict, res.Reason)
+	}
+	// The control runs first; the subject finds its row already there.
+	if got := strings.Join(before, ", "); got != "green sees s/red" {
+		t.Errorf("what each case found on the progress file when it ran: %q", got)
+	}
+	events, err := reader.Next()
+	if err != nil || len(events) != 1 || events[0].Case.Name != "green" || !events[0].Case.Matched {
+		t.Errorf("after the run: %+v, %v", events, err)
+	}
+	Run(context.Background(), suite)
+	if events, err := reader.Next(); err != nil || len(events) != 0 || len(before) != 1 {
+		t.Errorf("an unannounced run announced %+v (%v); the cases saw %q", events, err, before)
+	}
+}

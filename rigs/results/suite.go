@@ -52,11 +52,11 @@ func (c CaseResult) Evidenced() string {
 	return ""
 }
 
-// counts says whether the row counts as matched and, when it does not,
+// Counts says whether the row counts as matched and, when it does not,
 // why: its own reason, or that it was declared matched without evidence.
 // A row with neither still gets a reason, so a verdict never ends in an
 // empty "name: ".
-func (c CaseResult) counts() (bool, string) {
+func (c CaseResult) Counts() (bool, string) {
 	switch v := c.Evidenced(); {
 	case c.Matched && v == "":
 		return true, ""
@@ -105,7 +105,7 @@ func Decide(r Result) (Verdict, string) {
 	var broken, failed []string
 	nControl, nSubject := 0, 0
 	for _, c := range r.Cases {
-		ok, why := c.counts()
+		ok, why := c.Counts()
 		switch c.Role {
 		case Control:
 			nControl++
@@ -178,7 +178,8 @@ const EnvReportDir = "AETHER_REPORT_DIR"
 
 // Write stores the result as <dir>/<suite>.json. An empty dir means the
 // directory named by AETHER_REPORT_DIR, and nothing is written when that is
-// unset too.
+// unset too. Once written, the file is announced on the progress file
+// (EnvProgress), where the gate reads it as soon as it exists.
 func (r Result) Write(dir string) error {
 	if dir == "" {
 		dir = os.Getenv(EnvReportDir)
@@ -197,7 +198,10 @@ func (r Result) Write(dir string) error {
 	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("failed to write %s: %w", p, err)
 	}
-	return nil
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return Announce(Event{Suite: r.Suite, Written: p})
 }
 
 // Load reads a result written by Write. It checks the shape, not the

@@ -4,7 +4,16 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/aether-mesh/aether/rigs/results"
 )
+
+// Reporter is a Progress writer that also takes each tick's figures, on a
+// terminal or not, so that whoever watches the run (the gate) can lay
+// them out itself.
+type Reporter interface {
+	Report(results.SoakProgress)
+}
 
 // progress prints the run's state: on a terminal one line rewritten every
 // second, elsewhere (a CI log) one line per step.
@@ -40,8 +49,17 @@ func (p *progress) line(s status) string {
 		rate, s.load, s.loadErr, s.probes, s.pfail, s.nc, s.exits)
 }
 
+// report hands a Reporter the figures.
+func (p *progress) report(s status) {
+	if r, ok := p.w.(Reporter); ok {
+		r.Report(results.SoakProgress{Elapsed: time.Since(p.start), Planned: p.planned, WindowsDone: s.windowsDone, Windows: p.windows,
+			Step: s.step, Requests: s.load, RequestsFail: s.loadErr, Probes: s.probes, ProbesFail: s.pfail, NC: s.nc, ProxyExits: s.exits})
+	}
+}
+
 // tick updates the rewritten line on a terminal.
 func (p *progress) tick(s status) {
+	p.report(s)
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", p.line(s))
 	}
@@ -49,6 +67,7 @@ func (p *progress) tick(s status) {
 
 // step prints a line for a finished step off a terminal.
 func (p *progress) step(s status) {
+	p.report(s)
 	if !p.tty {
 		fmt.Fprintln(p.w, p.line(s))
 	}

@@ -50,7 +50,8 @@ func RedGreen[R Rig](suite redgreen.Suite, newRig func() (R, error), cases func(
 		Expect(err).NotTo(HaveOccurred())
 
 		suite.Cases = cases(r)
-		res = redgreen.Run(ctx, suite)
+		// The gate prints each row as it is recorded.
+		res = redgreen.Run(redgreen.Announcing(ctx), suite)
 		GinkgoWriter.Println(res.Table())
 		Expect(res.Write("")).To(Succeed())
 	}, NodeTimeout(10*time.Minute))

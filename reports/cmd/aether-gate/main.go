@@ -1,7 +1,12 @@
 // Command aether-gate reads the latest suite results and soak grades and
-// says whether a build may ship: it prints every suite's red-then-green
-// table and every soak gate with its figure and reason, and exits 0 only
-// when each suite and each graded soak passed for the build being gated.
+// says whether a build may ship: it prints a line per suite and soak, one
+// per row or gate that did not pass, and every failure, none wider than
+// 120 columns; writes every suite's red-then-green table and every soak
+// gate with its figure and reason to <dir>/gate.html and <dir>/gate.log;
+// and exits 0 only when each suite and each graded soak passed for the
+// build being gated. `aether-gate watch` runs one step of make gate and
+// prints each case, suite and soak figure as the step records it (see
+// watch.go).
 //
 // Suites come from <dir>/suites/*.json (written by rigs/redgreen under
 // `make gate`); soak grades from <dir>/soaks/*/grade.json (written by
@@ -25,6 +30,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +39,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aether-mesh/aether/reports/render"
 	"github.com/aether-mesh/aether/rigs/results"
@@ -46,9 +53,18 @@ type config struct {
 	requireSoak bool
 	build       string
 	allowDirty  bool
+	// html and log are where the report page and the full text (every
+	// table, every failure in full) go; "" writes none.
+	html, log string
+	// started is when the gate began (make gate's first step); zero when
+	// not known, and no total is printed.
+	started time.Time
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "watch" {
+		os.Exit(watchCmd(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	c, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -71,6 +87,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	require := fs.String("require", "", "comma-separated suite names that must each have a result")
 	fs.StringVar(&c.build, "build", "", "the full git revision every result must have judged (default: the first suite result's)")
 	fs.BoolVar(&c.allowDirty, "allow-dirty", false, "accept results of the build made with uncommitted changes")
+	fs.StringVar(&c.html, "html", "", "the report page: every table (default <dir>/"+render.GateFile+")")
+	fs.StringVar(&c.log, "log", "", "the full text: every table and failure as a terminal has no room for (default <dir>/"+render.GateLog+")")
+	started := fs.String("started", "", "when the gate began, Unix seconds (date +%s): the total time is printed from it")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: aether-gate [flags]    judge the results under -dir")
+		fmt.Fprintln(stderr, "       aether-gate watch -name NAME [flags] -- COMMAND    run one step of make gate, printing its progress")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -82,23 +106,50 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			c.required = append(c.required, n)
 		}
 	}
+	var err error
+	if c.started, err = parseStarted(*started); err != nil {
+		return c, err
+	}
+	if c.html == "" {
+		c.html = filepath.Join(c.dir, render.GateFile)
+	}
+	if c.log == "" {
+		c.log = filepath.Join(c.dir, render.GateLog)
+	}
 	return c, nil
 }
 
-// gate accumulates what the run found.
+// gate accumulates what the run found. The screen gets a line per suite
+// and soak and every failure cut to its width; full gets the tables and
+// the failures whole, and page what the report shows.
 type gate struct {
 	config
-	out io.Writer
+	screen *screen
+	full   io.Writer
+	page   render.Gate
 	// rev is the revision judged; dirty is set once a dirty result of it
 	// was accepted.
 	rev          string
 	dirty        bool
 	failedSuites int
 	failedSoaks  int
+	failedSteps  int
 }
 
 func (g *gate) failf(format string, a ...any) {
-	fmt.Fprintf(g.out, "aether-gate: FAIL: "+format+"\n", a...)
+	msg := fmt.Sprintf(format, a...)
+	g.page.Problems = append(g.page.Problems, msg)
+	line := "aether-gate: FAIL: " + msg
+	fmt.Fprintln(g.full, line)
+	g.screen.lines(wrap(line, 3, g.whereInFull()))
+}
+
+// whereInFull ends a failure cut short on the screen.
+func (g *gate) whereInFull() string {
+	if g.log == "" {
+		return "(cut)"
+	}
+	return "(in full: " + g.log + ")"
 }
 
 func run(c config, stdout, stderr io.Writer) int {
@@ -114,25 +165,122 @@ func run(c config, stdout, stderr io.Writer) int {
 	}
 	sort.Strings(files)
 	sort.Strings(grades)
-	if len(files) == 0 {
-		fmt.Fprintf(stderr, "aether-gate: FAIL: no suite results under %s/suites: nothing was proven\n", c.dir)
-		return 1
+	steps, err := loadSteps(c.dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "aether-gate: %v\n", err)
+		return 2
 	}
-	g := &gate{config: c, out: stdout, rev: gatedRevision(c, files)}
+	var log bytes.Buffer
+	g := &gate{config: c, screen: newScreen(stdout), full: &log, rev: gatedRevision(c, files)}
+	g.page.Judged = time.Now().UTC()
+	for _, st := range steps {
+		g.page.Steps = append(g.page.Steps, render.GateStep{Name: st.Name, Command: strings.Join(st.Command, " "),
+			Log: st.Log, Exit: st.Exit, Error: st.Error, Took: st.took()})
+	}
+	code := g.judge(files, grades, steps)
+	if err := g.write(log.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "aether-gate: %v\n", err)
+		if code == 0 {
+			code = 2
+		}
+	}
+	if line := g.total(steps); line != "" {
+		g.screen.line(line)
+	}
+	return code
+}
+
+// judge judges every suite, soak and step, prints the verdict line and
+// returns the exit code.
+func (g *gate) judge(files, grades []string, steps []step) int {
+	if len(files) == 0 {
+		return g.verdict(results.Fail, fmt.Sprintf("no suite results under %s/suites: nothing was proven", g.dir))
+	}
+	g.screen.line(fmt.Sprintf("%5s  judging %d suite result(s) under %s and %d soak grade(s) under %s",
+		since(g.started, time.Now()), len(files), filepath.Join(g.dir, "suites"), len(grades), filepath.Join(g.dir, "soaks")))
 	nSuites := g.suites(files)
 	g.soaks(grades)
-	if len(grades) == 0 && c.requireSoak {
-		g.failf("no soak grade under %s/soaks and -require-soak is set", c.dir)
-		return 1
+	for _, st := range steps {
+		if why := st.failed(); why != "" {
+			g.failf("%s", why)
+			g.failedSteps++
+		}
+	}
+	if len(grades) == 0 && g.requireSoak {
+		return g.verdict(results.Fail, fmt.Sprintf("no soak grade under %s/soaks and -require-soak is set", g.dir))
 	}
 	build := g.buildLine()
-	if g.failedSuites > 0 || g.failedSoaks > 0 {
-		g.failf("%d of %d suite(s) and %d of %d soak(s) did not pass, for %s",
-			g.failedSuites, nSuites, g.failedSoaks, len(grades), build)
-		return 1
+	g.page.Build = build
+	if g.failedSuites > 0 || g.failedSoaks > 0 || g.failedSteps > 0 {
+		steps := ""
+		if g.failedSteps > 0 {
+			steps = fmt.Sprintf(", and %d step(s) failed", g.failedSteps)
+		}
+		return g.verdict(results.Fail, fmt.Sprintf("%d of %d suite(s) and %d of %d soak(s) did not pass%s, for %s",
+			g.failedSuites, nSuites, g.failedSoaks, len(grades), steps, build))
 	}
-	fmt.Fprintf(stdout, "aether-gate: PASS: %d suite(s) and %d soak(s) passed, for %s\n", len(files), len(grades), build)
-	return 0
+	return g.verdict(results.Pass, fmt.Sprintf("%d suite(s) and %d soak(s) passed, for %s", len(files), len(grades), build))
+}
+
+// verdict prints the verdict line, after where the tables are: whole in
+// the log, and on the screen wrapped rather than cut.
+func (g *gate) verdict(v results.Verdict, why string) int {
+	line := fmt.Sprintf("aether-gate: %s: %s", v, why)
+	g.page.Verdict, g.page.Line = v, line
+	if v != results.Pass {
+		g.page.Problems = append(g.page.Problems, why)
+	}
+	if g.html != "" {
+		g.screen.line(fmt.Sprintf("%5s  report: %s (every table)", "", g.html))
+	}
+	if g.log != "" {
+		g.screen.line(fmt.Sprintf("%5s  log:    %s (the tables as text, every failure whole)", "", g.log))
+	}
+	fmt.Fprintln(g.full, line)
+	g.screen.lines(wrap(line, 3, g.whereInFull()))
+	if v == results.Pass {
+		return 0
+	}
+	return 1
+}
+
+// write writes the log and the report page.
+func (g *gate) write(log []byte) error {
+	var errs []error
+	if g.log != "" {
+		if err := os.WriteFile(g.log, log, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("failed to write the gate's log: %w", err))
+		}
+	}
+	if g.html != "" {
+		if !g.started.IsZero() {
+			g.page.Total = time.Since(g.started)
+		}
+		page, err := render.GatePage(g.page)
+		if err == nil {
+			err = os.WriteFile(g.html, page, 0o644)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("failed to write the gate's report %s: %w", g.html, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// total is the last line: how long the gate took, and each step.
+func (g *gate) total(steps []step) string {
+	if g.started.IsZero() {
+		return ""
+	}
+	var each []string
+	for _, st := range steps {
+		each = append(each, st.Name+" "+span(st.took()))
+	}
+	line := "total " + span(time.Since(g.started))
+	if len(each) > 0 {
+		line += " (" + strings.Join(each, ", ") + ")"
+	}
+	return line
 }
 
 // suites judges every suite result and every required suite; it returns
@@ -150,7 +298,14 @@ func (g *gate) suites(files []string) int {
 			continue
 		}
 		seen[r.Suite] = true
-		fmt.Fprintln(g.out, r.Table())
+		g.page.Suites = append(g.page.Suites, r)
+		fmt.Fprintln(g.full, r.Table())
+		g.screen.line(suiteLine("", r))
+		for _, row := range r.Cases {
+			if ok, _ := row.Counts(); !ok {
+				g.screen.line(caseLine("", r.Suite, row))
+			}
+		}
 		problems := results.CheckSuite(f, r)
 		if why := g.judges(r.Build); why != "" {
 			problems = append(problems, f+": "+why)
@@ -192,11 +347,14 @@ func (g *gate) soaks(files []string) {
 		// The evidence decides: a grade it refutes is refused, and the
 		// table shown, the soak's verdict and its builds are the re-grade's.
 		regraded, refuted := grade.Regrade(f, full)
+		shown := regraded
 		if regraded != nil {
-			fmt.Fprintln(g.out, render.Text(regraded))
+			fmt.Fprintln(g.full, render.Text(regraded))
 		} else {
-			fmt.Fprintf(g.out, "%s(as %s declares it: not re-graded)\n\n", render.Text(full), f)
+			shown = full
+			fmt.Fprintf(g.full, "%s(as %s declares it: not re-graded)\n\n", render.Text(full), f)
 		}
+		g.showSoak(f, shown, regraded != nil)
 		s, err := results.LoadSoak(f)
 		if err != nil {
 			g.failf("%v", err)
@@ -271,4 +429,27 @@ func (g *gate) buildLine() string {
 		return "build " + g.rev + " (dirty: uncommitted changes, not releasable)"
 	}
 	return "build " + g.rev + " (clean)"
+}
+
+// showSoak prints a soak's line, and one per gate that did not pass, and
+// keeps the grade for the page, linked to the soak's own report.
+func (g *gate) showSoak(f string, shown *grade.Grade, regraded bool) {
+	what := "grade"
+	if !regraded {
+		what = "declared"
+	}
+	g.screen.line(fmt.Sprintf(lineFormat, "", "soak", what, shown.Soak, shown.Verdict, shown.Reason))
+	for _, gt := range shown.Gates {
+		if gt.Verdict != results.Pass {
+			g.screen.line(fmt.Sprintf(lineFormat, "", "soak", "gate", gt.Name, gt.Verdict, gt.Figure))
+		}
+	}
+	s := render.GateSoak{Grade: shown, Regraded: regraded}
+	page := filepath.Join(filepath.Dir(f), render.HTMLFile)
+	if _, err := os.Stat(page); err == nil && g.html != "" {
+		if rel, err := filepath.Rel(filepath.Dir(g.html), page); err == nil {
+			s.Link = filepath.ToSlash(rel)
+		}
+	}
+	g.page.Soaks = append(g.page.Soaks, s)
 }

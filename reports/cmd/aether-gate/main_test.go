@@ -99,11 +99,27 @@ func copyFixture(t *testing.T, fixture string) string {
 	return filepath.Join(to, "manifest.yaml")
 }
 
+// runGate runs the gate with its log and report in a folder of their own
+// and returns what it printed, then its log: the tables the screen has
+// no room for are there.
 func runGate(t *testing.T, c config) (int, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code := run(c, &out, &errb)
-	return code, out.String() + errb.String()
+	code, screen, log := runGateApart(t, c)
+	return code, screen + log
+}
+
+// runGateApart is runGate with the screen and the log apart.
+func runGateApart(t *testing.T, c config) (code int, screen, log string) {
+	t.Helper()
+	out := t.TempDir()
+	c.log, c.html = filepath.Join(out, "gate.log"), filepath.Join(out, "gate.html")
+	var stdout, errb bytes.Buffer
+	code = run(c, &stdout, &errb)
+	b, err := os.ReadFile(c.log)
+	if err != nil {
+		t.Fatalf("the gate wrote no log: %v", err)
+	}
+	return code, stdout.String() + errb.String(), string(b)
 }
 
 func lastLine(out string) string {

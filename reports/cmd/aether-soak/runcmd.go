@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +67,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		cfg.ID = fmt.Sprintf("local-%s-%.7s", time.Now().UTC().Format("20060102T150405Z"), cfg.Build)
 	}
 	cfg.Progress, cfg.TTY = stderr, isTTY(stderr)
+	if os.Getenv(results.EnvProgress) != "" {
+		cfg.Progress = announcer{Writer: stderr, logf: cfg.Logf, failed: new(atomic.Bool)}
+	}
 	cfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, "aether-soak: "+format+"\n", a...) }
 
 	ctx, stop := stopContext()
@@ -151,4 +155,22 @@ func stopContext() (context.Context, context.CancelFunc) {
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// announcer is the soak's progress writer under the gate: the lines go
+// where they went (the log), and each tick's figures to the progress file,
+// which the gate reads while the soak runs. Report is called from the
+// soak's ticker and its schedule alike.
+type announcer struct {
+	io.Writer
+	logf func(format string, a ...any)
+	// failed is set by the first announce that failed, so a broken
+	// progress file is logged once, not every tick.
+	failed *atomic.Bool
+}
+
+func (a announcer) Report(p results.SoakProgress) {
+	if err := results.Announce(results.Event{Soak: &p}); err != nil && a.failed.CompareAndSwap(false, true) {
+		a.logf("progress: %v", err)
+	}
 }

@@ -50,7 +50,7 @@ func (k *kube) dialRelay(ctx context.Context, p cluster.Pod, network string, dst
 
 // newStreamConn drives a relay that reads in and writes out.
 func newStreamConn(in *io.PipeWriter, out io.Reader, udp bool, cancel context.CancelFunc, local, remote string) *streamConn {
-	c := &streamConn{in: in, udp: udp, cancel: cancel, local: local, remote: remote, reads: make(chan []byte, 64), done: make(chan struct{}), closed: make(chan struct{})}
+	c := &streamConn{in: in, udp: udp, cancel: cancel, local: local, remote: remote, reads: make(chan []byte, 64), done: make(chan struct{}), closed: make(chan struct{}), rearm: make(chan struct{})}
 	go c.readLoop(out)
 	return c
 }
@@ -71,7 +71,11 @@ type streamConn struct {
 
 	mu       sync.Mutex
 	deadline time.Time
-	pending  []byte
+	// rearm closes when the read deadline changes, so a Read already
+	// waiting takes the new one, as net.Conn requires: quic-go's
+	// Transport.Close unblocks its reader only by a deadline in the past.
+	rearm   chan struct{}
+	pending []byte
 	err      error
 	once     sync.Once
 }
@@ -113,34 +117,51 @@ func (c *streamConn) fail(err error) {
 }
 
 func (c *streamConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	if len(c.pending) > 0 {
-		n := copy(p, c.pending)
-		c.pending = c.pending[n:]
-		c.mu.Unlock()
-		return n, nil
-	}
-	deadline := c.deadline
-	c.mu.Unlock()
-	var timeout <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case b := <-c.reads:
-		n := copy(p, b)
+	for {
 		c.mu.Lock()
-		c.pending = b[n:]
+		if len(c.pending) > 0 {
+			n := copy(p, c.pending)
+			c.pending = c.pending[n:]
+			c.mu.Unlock()
+			return n, nil
+		}
+		deadline, rearm := c.deadline, c.rearm
 		c.mu.Unlock()
-		return n, nil
-	case <-c.done:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return 0, c.err
-	case <-timeout:
-		return 0, os.ErrDeadlineExceeded
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		var timeout <-chan time.Time
+		var t *time.Timer
+		if !deadline.IsZero() {
+			t = time.NewTimer(time.Until(deadline))
+			timeout = t.C
+		}
+		stop := func() {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		select {
+		case b := <-c.reads:
+			stop()
+			n := copy(p, b)
+			c.mu.Lock()
+			c.pending = b[n:]
+			c.mu.Unlock()
+			return n, nil
+		case <-c.done:
+			stop()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return 0, c.err
+		case <-c.closed:
+			stop()
+			return 0, net.ErrClosed
+		case <-timeout:
+			return 0, os.ErrDeadlineExceeded
+		case <-rearm:
+			stop()
+		}
 	}
 }
 
@@ -177,6 +198,8 @@ func (c *streamConn) SetWriteDeadline(t time.Time) error { return nil }
 func (c *streamConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	c.deadline = t
+	close(c.rearm)
+	c.rearm = make(chan struct{})
 	c.mu.Unlock()
 	return nil
 }

@@ -212,3 +212,57 @@ func TestForceCaptureFromEnv(t *testing.T) {
 		t.Fatalf("unset: ForceCapture = %q, %v; want none", o.ForceCapture, err)
 	}
 }
+
+// TestStreamConnDeadlineWakesAWaitingRead: a deadline set while a Read
+// waits ends that Read, as net.Conn requires. quic-go's Transport.Close
+// stops its reader only this way; without it eastwest's QUIC Initial
+// case hung on kind for good. Close ends a waiting Read too.
+func TestStreamConnDeadlineWakesAWaitingRead(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		stop func(*streamConn)
+		want error
+	}{
+		{"deadline in the past", func(s *streamConn) { _ = s.SetReadDeadline(time.Now()) }, os.ErrDeadlineExceeded},
+		{"close", func(s *streamConn) { _ = s.Close() }, net.ErrClosed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			defer outW.Close()
+			s := newStreamConn(inW, outR, true, func() {}, "demo/client-0", "10.96.0.10:5000")
+			defer s.Close()
+			got := make(chan error, 1)
+			go func() {
+				_, err := s.Read(make([]byte, 64))
+				got <- err
+			}()
+			// Let the Read start waiting: it must see the change, not
+			// merely start after it.
+			time.Sleep(50 * time.Millisecond)
+			c.stop(s)
+			select {
+			case err := <-got:
+				if !errors.Is(err, c.want) {
+					t.Fatalf("Read returned %v, want %v", err, c.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the waiting Read did not return after %s", c.name)
+			}
+		})
+	}
+	// A later deadline, then none: a Read waits again, and a datagram
+	// still arrives.
+	_, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := newStreamConn(inW, outR, true, func() {}, "demo/client-0", "10.96.0.10:5000")
+	defer s.Close()
+	_ = s.SetReadDeadline(time.Now())
+	_ = s.SetReadDeadline(time.Time{})
+	go func() { _ = relay.WriteFrame(outW, []byte("late")) }()
+	b := make([]byte, 64)
+	n, err := s.Read(b)
+	if err != nil || string(b[:n]) != "late" {
+		t.Fatalf("after the deadline was cleared: Read = %q, %v", b[:n], err)
+	}
+}

@@ -76,8 +76,8 @@ type streamConn struct {
 	// Transport.Close unblocks its reader only by a deadline in the past.
 	rearm   chan struct{}
 	pending []byte
-	err      error
-	once     sync.Once
+	err     error
+	once    sync.Once
 }
 
 func (c *streamConn) readLoop(r io.Reader) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,6 +41,10 @@ type kube struct {
 }
 
 func newKube(cfg *rest.Config) (*kube, error) {
+	// The API server warns on every UDPRoute write that v1alpha2 is
+	// deprecated: once is enough to read it.
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true})
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to build a Kubernetes client: %w", err)

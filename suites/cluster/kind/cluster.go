@@ -15,7 +15,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/yaml"
 
@@ -272,14 +274,53 @@ func (c *kindCluster) Update(ctx context.Context, edit func(*registry.Scenario))
 	if err := samePods(c.scenario, next); err != nil {
 		return err
 	}
-	if err := c.apply(ctx, next); err != nil {
+	// Only what the edit changed is written, one object as a user's
+	// apply would: the suites time a live change from this write.
+	prevDocs, err := c.documents(c.scenario)
+	if err != nil {
+		return err
+	}
+	nextDocs, err := c.documents(next)
+	if err != nil {
 		return fmt.Errorf("scenario update: %w", err)
+	}
+	for _, u := range changedDocuments(prevDocs, nextDocs) {
+		if err := c.k.applyOne(ctx, u); err != nil {
+			return fmt.Errorf("scenario update: %w", err)
+		}
 	}
 	if err := c.prune(ctx, c.scenario, next); err != nil {
 		return err
 	}
 	c.scenario = next
 	return nil
+}
+
+func (c *kindCluster) documents(sc registry.Scenario) ([]*unstructured.Unstructured, error) {
+	b, err := manifests.Workloads(c.values, sc, c.nodes)
+	if err != nil {
+		return nil, err
+	}
+	return documents(b)
+}
+
+// changedDocuments are the documents of next that prev lacks or renders
+// otherwise, in next's order.
+func changedDocuments(prev, next []*unstructured.Unstructured) []*unstructured.Unstructured {
+	key := func(u *unstructured.Unstructured) string {
+		return u.GetAPIVersion() + "/" + u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+	}
+	was := map[string]*unstructured.Unstructured{}
+	for _, u := range prev {
+		was[key(u)] = u
+	}
+	var out []*unstructured.Unstructured
+	for _, u := range next {
+		if p, ok := was[key(u)]; !ok || !equality.Semantic.DeepEqual(p.Object, u.Object) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func clone(sc registry.Scenario) (registry.Scenario, error) {

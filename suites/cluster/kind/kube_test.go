@@ -114,3 +114,57 @@ func TestPruneDeletesWhatTheEditDropped(t *testing.T) {
 		t.Fatalf("an edit that drops nothing: %v", err)
 	}
 }
+
+// TestUpdateWritesOnlyWhatChanged: a live change is one write. On kind,
+// re-applying the whole scenario for a weight put a dozen seconds of
+// writes between the suite's clock and the UDPRoute's, which the live
+// change's time then counted.
+func TestUpdateWritesOnlyWhatChanged(t *testing.T) {
+	sc, err := readScenario(scenarioFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &kindCluster{values: values(constants.CaptureTProxy), nodes: map[string]string{"node-a": "w1", "node-b": "w2"}}
+	prev, err := c.documents(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same := changedDocuments(prev, prev); len(same) != 0 {
+		t.Fatalf("an unchanged scenario writes %d object(s)", len(same))
+	}
+	next, err := clone(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int32(0)
+	for i := range next.UDPRoutes {
+		if next.UDPRoutes[i].Metadata.Name == "svc-w" {
+			next.UDPRoutes[i].Spec.Rules[0].BackendRefs[0].Weight = &zero
+		}
+	}
+	nextDocs, err := c.documents(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := changedDocuments(prev, nextDocs)
+	if len(got) != 1 || got[0].GetKind() != "UDPRoute" || got[0].GetName() != "svc-w" {
+		var names []string
+		for _, u := range got {
+			names = append(names, u.GetKind()+"/"+u.GetName())
+		}
+		t.Fatalf("a weight change writes %v, want UDPRoute/svc-w alone (of %d objects)", names, len(nextDocs))
+	}
+	next.Services = append(next.Services, registry.ScenarioService{Name: "svc-new", Namespace: "demo", ClusterIP: "10.96.2.10"})
+	if nextDocs, err = c.documents(next); err != nil {
+		t.Fatal(err)
+	}
+	got = changedDocuments(prev, nextDocs)
+	var names []string
+	for _, u := range got {
+		names = append(names, u.GetKind()+"/"+u.GetName())
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"Service/svc-new", "UDPRoute/svc-w"}) {
+		t.Fatalf("adding a service to the weight change writes %v, want Service/svc-new and UDPRoute/svc-w", names)
+	}
+}

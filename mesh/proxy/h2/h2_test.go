@@ -175,3 +175,38 @@ func TestUpstreamAsksNoCompression(t *testing.T) {
 		}
 	}
 }
+
+// TestDownstreamCloseKeepsTheUpstreamPooled: Connection is hop-by-hop. A
+// client that sends "Connection: close" closes its own connection to the
+// outbound listener, not the pool's connection to the destination: 20 such
+// requests open one upstream connection. Without it every request paid a
+// new mTLS handshake (the long soak's prober, which opens a connection per
+// probe, made the proxy's h2 windows collapse at 300 probes/s).
+func TestDownstreamCloseKeepsTheUpstreamPooled(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "sa-a")
+	const n = 20
+	for i := range n {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		req, err := http.NewRequest("GET", "http://"+m.outbound["sa-a"].Addr().String()+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = dstAuthority
+		req.Close = true
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if got := m.app.count(); got != n {
+		t.Fatalf("the app saw %d requests, want %d", got, n)
+	}
+	v, _ := m.metrics.Value("aether_proxy_http_upstream_connections_total", map[string]string{"cluster": "h2:dst." + ns, "identity": id("sa-a")})
+	if v != 1 {
+		t.Fatalf("%d requests with Connection: close opened %.0f upstream connection(s), want 1", n, v)
+	}
+}

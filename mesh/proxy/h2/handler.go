@@ -148,6 +148,11 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func (l *Listener) upstreamRequest(d *downstream, r *http.Request, c *cluster.Cluster, ep cluster.Endpoint) *http.Request {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
+	// Connection is hop-by-hop: a client's "Connection: close" ends its
+	// own connection to this listener, not the pool's to ep. Clone keeps
+	// r.Close, and Go's transport would close the pooled connection after
+	// the request, so every such request paid a new handshake.
+	out.Close = false
 	out.URL.Scheme = "http"
 	if c.Spec.TLS != nil {
 		out.URL.Scheme = "https"

@@ -106,7 +106,7 @@ func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Ti
 		t.Fatal(err)
 	}
 	o := Outline{Name: "synthetic", Build: "abc1234", Start: start, End: end, TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", Partial: partial,
-		PrunedLive: rec.Has(SeriesPrunedLive), ProbeInterval: 100 * time.Millisecond}
+		PrunedLive: rec.Has(SeriesPrunedLive), DirectInterval: 100 * time.Millisecond}
 	path, err := WriteManifest(dir, Manifest(o, spans))
 	if err != nil {
 		t.Fatal(err)

@@ -222,6 +222,18 @@ func leakGate(l Leak) Gate {
 	return g
 }
 
+// LeakRate renders a growth per hour in a leak gate's unit, as its
+// figures do; LeakLevel a gauge's value.
+func LeakRate(v float64, unit string) string { return rate(v, unit) }
+
+// LeakLevel renders a gauge's value in a leak gate's unit (bytes in MiB).
+func LeakLevel(v float64, unit string) string {
+	if unit == "bytes" {
+		return fmt.Sprintf("%.1f MiB", v/(1<<20))
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
 // rate renders a growth per hour in the gauge's unit (bytes in MiB),
 // signed: a fit can fall.
 func rate(v float64, unit string) string {

@@ -237,6 +237,10 @@ func (s *soak) write(spans []Span, end time.Time, partial string) (*Result, erro
 	if err := s.recordNotRun(end, spans); err != nil {
 		return res, err
 	}
+	planned, err := s.recordProbesShort(end)
+	if err != nil {
+		return res, err
+	}
 	if err := s.rec.WriteMatrix(filepath.Join(s.dir, CountersFile)); err != nil {
 		return res, err
 	}
@@ -263,7 +267,7 @@ func (s *soak) write(spans []Span, end time.Time, partial string) (*Result, erro
 		}
 		o.Goroutines, o.Pairs = s.res.Has(SeriesGoroutines), s.res.Has(SeriesPairs)
 	}
-	var err error
+	o.ProbesPlanned = planned
 	res.Manifest, err = WriteManifest(s.dir, Manifest(o, spans))
 	return res, err
 }
@@ -290,6 +294,32 @@ func (s *soak) recordNotRun(end time.Time, spans []Span) error {
 		}
 	}
 	return nil
+}
+
+// recordProbesShort writes, when the run has a planned probe rate, the
+// probes-short counter: zero on every tick and, at the end, how many fewer
+// liveness probes started in the soak than the plan starts in its span.
+// It returns the planned count (0 without a plan).
+func (s *soak) recordProbesShort(end time.Time) (int64, error) {
+	if s.cfg.ProbeRate <= 0 {
+		return 0, nil
+	}
+	planned := ProbePlan{Pods: len(s.cfg.Roles.Probers), Every: s.cfg.ProbeInterval}.In(end.Sub(s.clk.start))
+	total, _ := s.prober.Before([]time.Time{s.clk.start, end})
+	short := max(0, planned-(total[1]-total[0]))
+	for _, t := range s.sampler.Ticks() {
+		if t.After(end) {
+			break
+		}
+		v := int64(0)
+		if t.Equal(end) {
+			v = short
+		}
+		if err := s.rec.Add(SeriesProbesShort, nil, t, float64(v)); err != nil {
+			return 0, err
+		}
+	}
+	return planned, nil
 }
 
 func (s *soak) description() string {

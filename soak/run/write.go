@@ -48,7 +48,17 @@ type Outline struct {
 	Leaks             *LeakConfig
 	Nodes             []string
 	Goroutines, Pairs bool
+	// ProbesPlanned, when set, is how many liveness probes the planned
+	// rate starts over the soak: the probes-short gate allows
+	// ProbesShortFraction of it.
+	ProbesPlanned int64
 }
+
+// ProbesShortFraction is the share of its planned liveness probes a soak
+// may fail to start: a prober on a loaded machine drops a tick now and
+// then, but one that kept less than 95% of its rate did not probe at the
+// scale the soak claims.
+const ProbesShortFraction = 0.05
 
 // Manifest builds the run's manifest from its spans: windows become the
 // CPU gate's ABBA windows, excluded steps its exclusions and the other
@@ -79,6 +89,11 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 	}
 	if o.PrunedLive {
 		m.Gates.Counts = append(m.Gates.Counts[:1], append([]manifest.CountGate{{Name: grade.GatePrunedLive, Series: series(SeriesPrunedLive), About: aboutPrunedLive}}, m.Gates.Counts[1:]...)...)
+	}
+	if o.ProbesPlanned > 0 {
+		m.Gates.Counts = append(m.Gates.Counts, manifest.CountGate{Name: grade.GateProbesShort, Series: series(SeriesProbesShort),
+			Limit: int64(float64(o.ProbesPlanned) * ProbesShortFraction),
+			About: fmt.Sprintf("liveness probes the plan starts in the soak (%s) that did not start: a prober starved of CPU drops its ticks; at most %.0f%% of the plan", grade.FormatCount(o.ProbesPlanned), ProbesShortFraction*100)})
 	}
 	if o.Leaks != nil {
 		m.Gates.Leaks = leakGates(o)

@@ -44,10 +44,12 @@ type LeakConfig struct {
 	// ticks: a fit holds every pair of a life's samples, so an hour at one
 	// a second would be six million slopes per process.
 	Every time.Duration
-	// Settle, MinSamples and MinSpan are each gate's (manifest.LeakGate).
-	Settle     time.Duration
-	MinSamples int
-	MinSpan    time.Duration
+	// Settle, MinSamples and MinSpan are each gate's (manifest.LeakGate);
+	// PairsMinSpan is the pairs gate's MinSpan.
+	Settle       time.Duration
+	MinSamples   int
+	MinSpan      time.Duration
+	PairsMinSpan time.Duration
 	// The bounds on each process's growth per hour.
 	ResidentBytes, OpenFDs, Goroutines, Pairs float64
 }
@@ -69,11 +71,14 @@ type LeakConfig struct {
 //     pairs of the scenario; more than that over an hour is a pair kept
 //     that should have been pruned, or made twice.
 //
-// Each life settles for 30 s (its heaps and pools fill), and a process
-// needs 12 settled samples over 5 minutes, its lives summed, to be
-// decided at all.
+// Each life settles for a minute (an agent's heap still grows for most
+// of its first one), and a process needs 12 settled samples over 5
+// minutes, its lives summed, to be decided at all. The pairs need 20
+// minutes: an agent records them as the first HTTP/3 windows fetch their
+// twins, a climb to the scenario's bound over the soak's first minutes
+// that a shorter span would read as growth per hour.
 func DefaultLeaks() LeakConfig {
-	return LeakConfig{Every: 5 * time.Second, Settle: 30 * time.Second, MinSamples: 12, MinSpan: 5 * time.Minute,
+	return LeakConfig{Every: 5 * time.Second, Settle: time.Minute, MinSamples: 12, MinSpan: 5 * time.Minute, PairsMinSpan: 20 * time.Minute,
 		ResidentBytes: 32 << 20, OpenFDs: 60, Goroutines: 300, Pairs: 20}
 }
 
@@ -81,9 +86,9 @@ func (l LeakConfig) check(tick time.Duration) error {
 	switch {
 	case tick <= 0 || l.Every < tick || l.Every%tick != 0:
 		return fmt.Errorf("leak sampling every %s: must be a whole number of ticks (%s)", l.Every, tick)
-	case l.Settle < 0 || l.MinSpan <= 0 || l.MinSamples < 3:
-		return fmt.Errorf("leak gates: settle %s, min span %s, min samples %d: settle must not be negative, the span must be positive, and a slope needs 3 samples",
-			l.Settle, l.MinSpan, l.MinSamples)
+	case l.Settle < 0 || l.MinSpan <= 0 || l.PairsMinSpan <= 0 || l.MinSamples < 3:
+		return fmt.Errorf("leak gates: settle %s, min spans %s and %s, min samples %d: settle must not be negative, the spans must be positive, and a slope needs 3 samples",
+			l.Settle, l.MinSpan, l.PairsMinSpan, l.MinSamples)
 	case !(l.ResidentBytes > 0 && l.OpenFDs > 0 && l.Goroutines > 0 && l.Pairs > 0):
 		return fmt.Errorf("leak gates: every bound must be positive, got resident %g B/h, fds %g/h, goroutines %g/h, pairs %g/h",
 			l.ResidentBytes, l.OpenFDs, l.Goroutines, l.Pairs)

@@ -165,10 +165,14 @@ func leakGates(o Outline) []manifest.LeakGate {
 		agents = append(agents, n+"/agent")
 	}
 	gate := func(name, series, unit, about string, perHour float64, life string, expect []string) manifest.LeakGate {
+		span := l.MinSpan
+		if series == SeriesPairs {
+			span = l.PairsMinSpan
+		}
 		return manifest.LeakGate{Name: name, About: about, Unit: unit, MaxPerHour: perHour,
 			Series: &manifest.Series{Prometheus: ResourcesFile, Match: map[string]string{"__name__": series}},
 			Group:  []string{"node", "component"}, Life: life,
-			Settle: manifest.Duration{Duration: l.Settle}, MinSamples: l.MinSamples, MinSpan: manifest.Duration{Duration: l.MinSpan}, Expect: expect}
+			Settle: manifest.Duration{Duration: l.Settle}, MinSamples: l.MinSamples, MinSpan: manifest.Duration{Duration: span}, Expect: expect}
 	}
 	every := l.Every.String()
 	out := []manifest.LeakGate{

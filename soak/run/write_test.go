@@ -311,7 +311,7 @@ func TestManifestGradesTheLongSoaksGates(t *testing.T) {
 			}
 		}
 		l := DefaultLeaks()
-		l.MinSpan = time.Minute
+		l.MinSpan, l.PairsMinSpan = time.Minute, time.Minute
 		// The synthetic soak is 189 s: the leak gates see 5 s samples.
 		res := resourcesOf(t, start, end, "node-a", "node-b")
 		return writeAndGradeWith(t, rec, spans, start, end, "", func(o *Outline) {

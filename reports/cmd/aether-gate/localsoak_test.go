@@ -118,7 +118,7 @@ func localSoakOf(t *testing.T, dir, revision string, lr localRun) (string, strin
 		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", PrunedLive: !lr.noPrunedLive, DirectInterval: 100 * time.Millisecond}
 	if lr.leaks {
 		l := soakrun.DefaultLeaks()
-		l.MinSpan = time.Minute
+		l.MinSpan, l.PairsMinSpan = time.Minute, time.Minute
 		o.Leaks, o.Nodes, o.Goroutines, o.Pairs = &l, []string{"node-a"}, true, true
 		res := soakrun.NewRecorder()
 		for at := start; !at.After(end); at = at.Add(5 * time.Second) {

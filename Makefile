@@ -22,6 +22,16 @@ SOAK_DURATION ?= 10m
 SOAK_SMOKE_DURATION ?= 2m
 SOAK_AGENT_FLAGS ?=
 SOAK_RUN_ARGS = $(foreach f,$(SOAK_AGENT_FLAGS),-agent-flag=$(f))
+# The long soak (make soak-long): an hour on the four-node scenario, at
+# least a million liveness probes (SOAK_LONG_PROBE_RATE over its four
+# prober pods), a network fault in every gap, an ABBA pair every
+# SOAK_LONG_PAIR_EVERY, and the leak gates. SOAK_LONG_DURATION=10m is a
+# trial of the same design.
+SOAK_LONG_DURATION ?= 60m
+SOAK_LONG_PROBE_RATE ?= 300
+SOAK_LONG_PAIR_EVERY ?= 5m
+SOAK_LONG_ARGS = -scenario fixtures/scenarios/soak-long.yaml -duration $(SOAK_LONG_DURATION) \
+	-probe-rate $(SOAK_LONG_PROBE_RATE) -pair-every $(SOAK_LONG_PAIR_EVERY) -network-every 1 -leaks $(SOAK_RUN_ARGS)
 
 # The build every result records. `go test` binaries carry no VCS stamp, so
 # make passes the checkout's revision and whether it had uncommitted changes.
@@ -36,7 +46,7 @@ export AETHER_BUILD_DIRTY := $(BUILD_DIRTY)
 # says the build is not releasable).
 GATE_BUILD = $(if $(BUILD_REVISION),-build $(BUILD_REVISION)) $(if $(filter true,$(BUILD_DIRTY)),-allow-dirty)
 
-.PHONY: help test gate rigs suites e2e kind-check kind-image soak soak-run soak-smoke bench report build vet clean
+.PHONY: help test gate rigs suites e2e kind-check kind-image soak soak-run soak-smoke soak-long bench report build vet clean
 
 help:
 	@echo "make gate    run every local red-then-green suite and the soak smoke, write $(REPORTS)/, print the verdict"
@@ -49,6 +59,7 @@ help:
 	@echo "make soak    grade the recorded soaks in fixtures/soaks"
 	@echo "make soak-run    run a local soak on the embedded netns cluster ($(SOAK_DURATION); SOAK_DURATION=…), grade it into reports/runs/<run>/, update reports/index.html"
 	@echo "make soak-smoke  the same for $(SOAK_SMOKE_DURATION) (make gate runs it and requires its grade)"
+	@echo "make soak-long   $(SOAK_LONG_DURATION) on four nodes (34 pods, 16 services): $(SOAK_LONG_PROBE_RATE) probes/s, every chaos kind and network fault, the leak gates (SOAK_LONG_DURATION=…)"
 	@echo "make bench   the side-by-side benchmark on the netns cluster: direct, the mesh (h2, h3, L4 TCP, UDP), HAProxy and nginx; writes reports/bench/<run>/ (root, ~7 min)"
 	@echo "make report  render the reports (HTML, JSON, JUnit) and the nightly index"
 	@echo "make build   build every binary into bin/"
@@ -141,6 +152,12 @@ soak:
 soak-run soak-smoke:
 	@$(GO) build -o bin/ ./reports/cmd/aether-soak
 	bin/aether-soak run -duration $(if $(filter soak-smoke,$@),$(SOAK_SMOKE_DURATION),$(SOAK_DURATION)) $(SOAK_RUN_ARGS)
+
+# The long soak: the same runner on the four-node scenario, graded into
+# reports/runs/<run>/ with its leak gates; it exits 1 when it did not pass.
+soak-long:
+	@$(GO) build -o bin/ ./reports/cmd/aether-soak
+	bin/aether-soak run $(SOAK_LONG_ARGS)
 
 # The benchmark (soak/bench/README.md): built, not go run, so it exits with
 # its own status; BENCH_ARGS passes flags (e.g. -v, -paced 30s).

@@ -318,6 +318,8 @@ var funcs = template.FuncMap{
 	"ts":    func(v interface{ Format(string) string }) string { return v.Format("2006-01-02 15:04:05") },
 	"hms":   func(v interface{ Format(string) string }) string { return v.Format("15:04:05") },
 	"join":  strings.Join,
+	"rate":  grade.LeakRate,
+	"level": grade.LeakLevel,
 }
 
 const style = `
@@ -372,6 +374,13 @@ var soakPage = template.Must(template.New("soak").Funcs(funcs).Parse(`<!DOCTYPE 
 <table><tr><th>gate</th><th>what it counts</th><th>counted</th><th>limit</th><th>recorded</th><th>outside the soak</th><th>in excluded windows</th><th>source</th></tr>
 {{range .}}<tr><td>{{.Name}}</td><td>{{.About}}</td><td class="num">{{i .Count}}</td><td class="num">{{i .Limit}}</td><td class="num">{{i .Seen}}</td><td class="num">{{i .OutsideRun}}</td><td>{{range $k, $v := .InExcluded}}{{$k}}: {{i $v}} {{end}}</td><td>{{.Source}}{{with .Note}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
 {{end}}</table>{{end}}
+
+{{with .G.Leaks}}<h2>Resource growth</h2>
+{{range .}}<h3>{{.Name}}</h3>
+<p class="muted">{{.About}} · bound {{rate .MaxPerHour .Unit}} per process · each life's first {{.Settle}} left out · at least {{.MinSamples}} samples over {{.MinSpan}} to decide · {{.Source}}</p>
+<table><tr><th>process</th><th>lives</th><th>samples</th><th>span</th><th>range</th><th>growth</th><th>verdict</th><th>reason</th></tr>
+{{$u := .Unit}}{{range .Processes}}<tr><td>{{.Name}}</td><td class="num">{{.Lives}}</td><td class="num">{{.Samples}}</td><td class="num">{{f1 .SpanSeconds}} s</td><td>{{if .Samples}}{{level .Min $u}} – {{level .Max $u}}{{else}}—{{end}}</td><td class="num">{{with .PerHour}}{{rate . $u}}{{else}}—{{end}}</td><td><span class="badge {{class .Verdict}}">{{.Verdict}}</span></td><td>{{.Reason}}</td></tr>
+{{end}}</table>{{end}}{{end}}
 
 {{if .Suites}}<h2>Suites, red then green</h2>
 {{range .Suites}}<h3>{{.R.Suite}} <span class="badge {{.Class}}">{{.R.Verdict}}</span></h3>

@@ -292,3 +292,28 @@ func TestHTMLSaysWhatEachCountGateCounts(t *testing.T) {
 		t.Error("the counts table does not say what a gate counts")
 	}
 }
+
+// A soak with leak gates shows each process's fit: its growth in the
+// gauge's unit, its verdict, and why a process not decided was not.
+func TestHTMLShowsEachProcessesGrowth(t *testing.T) {
+	g := fixtureGrades(t)["2026-09-28-rev247-same-build-ab"]
+	grew := 40.5 * (1 << 20)
+	g.Leaks = []grade.Leak{{Name: "leak: resident memory", Unit: "bytes", MaxPerHour: 32 << 20, Settle: "30s", MinSamples: 12, MinSpan: "5m0s",
+		Processes: []grade.LeakProcess{
+			{Name: "node-a/proxy", Lives: 2, Samples: 700, SpanSeconds: 3500, Min: 30 << 20, Max: 60 << 20, PerHour: &grew, Verdict: grade.Fail, Reason: "grows +40.50 MiB/h > 32.00 MiB/h"},
+			{Name: "node-c/agent", Verdict: grade.Inconclusive, Reason: "not measured: no sample of it in the soak's evidence"},
+		}}}
+	page, err := HTML(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<h2>Resource growth</h2>", "<td>node-a/proxy</td>", "30.0 MiB – 60.0 MiB", "40.50 MiB/h", "not measured: no sample of it"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	g.Leaks = nil
+	if page, _ := HTML(g, nil); strings.Contains(string(page), "Resource growth") {
+		t.Error("a soak without leak gates shows a resource growth section")
+	}
+}

@@ -15,7 +15,9 @@ type ProbeRecord struct {
 	Time time.Time `json:"time"`
 	// Kind is the probe's kind; a log written before probes had kinds
 	// holds only the liveness prober's, read as "mesh".
-	Kind      string  `json:"kind"`
+	Kind string `json:"kind"`
+	// Pod, when set, is the pod the probe was sent from.
+	Pod       string  `json:"pod,omitempty"`
 	OK        bool    `json:"ok"`
 	Code      int     `json:"code"`
 	Error     string  `json:"error,omitempty"`

@@ -46,6 +46,8 @@ type Grade struct {
 	Counts      []Count             `json:"counts,omitempty"`
 	// NetworkFaults is the network fault gates' evidence.
 	NetworkFaults *NetworkFaults `json:"network_faults,omitempty"`
+	// Leaks are the resource growth gates' evidence, gate by gate.
+	Leaks []Leak `json:"leaks,omitempty"`
 	// ManifestSHA256 and Evidence bind the grade to what it was graded
 	// from: the manifest's bytes and every evidence file a gate read. The
 	// release gate re-grades from them and refuses a grade they refute.
@@ -104,6 +106,15 @@ func Run(m *manifest.Manifest) (*Grade, error) {
 		ev.read[m.Sources.ProbeLog][GateFaultRecovery] = true
 		g.NetworkFaults = nf
 		g.Gates = append(g.Gates, gates...)
+	}
+	for _, lg := range m.Gates.Leaks {
+		ev.gate = lg.Name
+		l, gate, err := gradeLeak(m, ev, lg)
+		if err != nil {
+			return nil, fmt.Errorf("soak %s: leak gate %q: %w", m.Name, lg.Name, err)
+		}
+		g.Leaks = append(g.Leaks, l)
+		g.Gates = append(g.Gates, gate)
 	}
 	g.Verdict, g.Reason = Decide(g.Gates)
 	var err error

@@ -19,6 +19,16 @@ const (
 	GateCrashes       = "proxy crashes"
 	GateLoadGenErrors = "load-generator errors"
 	GateStepsNotRun   = "schedule steps not run"
+	// GateProbesShort counts the liveness probes a soak with a planned
+	// probe rate did not start (the long soak's).
+	GateProbesShort = "liveness probes short of plan"
+	// The long soak's leak gates (gates.leaks). A release does not
+	// require them: the smoke that every gate runs is too short to fit a
+	// growth per hour.
+	GateLeakResident   = "leak: resident memory"
+	GateLeakFDs        = "leak: open fds"
+	GateLeakGoroutines = "leak: goroutines"
+	GateLeakPairs      = "leak: recorded QUIC pairs"
 )
 
 // ReleaseGates is the local soak's full gate set: a release rests on a

@@ -205,6 +205,45 @@ type Gates struct {
 	Liveness      *LivenessGate      `json:"liveness,omitempty"`
 	Counts        []CountGate        `json:"counts,omitempty"`
 	NetworkFaults *NetworkFaultsGate `json:"network_faults,omitempty"`
+	Leaks         []LeakGate         `json:"leaks,omitempty"`
+}
+
+// LeakGate bounds how fast a resource of the mesh's processes (resident
+// memory, open files, goroutines, recorded pairs) grows over the soak: a
+// gauge sampled over the run, its growth per hour fitted (Theil–Sen)
+// process by process.
+type LeakGate struct {
+	Name string `json:"name"`
+	// About says, for the report's reader, what is sampled and from where.
+	About string `json:"about,omitempty"`
+	// Series selects the gauge's samples.
+	Series *Series `json:"series"`
+	// Group names the labels that tell one process apart from another
+	// (node, component): each group is fitted on its own and held to the
+	// bound. Life, when set, is the label that tells a group's lives
+	// apart (a restarted process starts again from its own level), and
+	// growth is fitted within each life only; unset, a group is one life
+	// (a resource carried across restarts, as the agent's recorded pairs
+	// are, through its state file).
+	Group []string `json:"group"`
+	Life  string   `json:"life,omitempty"`
+	// MaxPerHour is the fastest growth that passes, in Unit per hour.
+	MaxPerHour float64 `json:"max_per_hour"`
+	// Unit names the gauge's unit: "bytes" is shown in MiB.
+	Unit string `json:"unit,omitempty"`
+	// Settle leaves out each life's first samples: a process's start-up
+	// growth (heaps and pools filling) is not a leak.
+	Settle Duration `json:"settle,omitempty"`
+	// MinSamples and MinSpan are the least a group must hold, after
+	// settling and summed over its lives, for its slope to decide
+	// anything: fewer samples or a shorter span leave the gate
+	// inconclusive, never passed.
+	MinSamples int      `json:"min_samples"`
+	MinSpan    Duration `json:"min_span"`
+	// Expect names the groups (their Group label values joined by "/",
+	// "node-a/proxy") that must be measured: one missing is not measured,
+	// and the gate inconclusive.
+	Expect []string `json:"expect,omitempty"`
 }
 
 // CPURatioGate: h3/h2 per-request proxy CPU.
@@ -474,8 +513,11 @@ func (m *Manifest) Validate() error {
 	if err := m.validateFaults(); err != nil {
 		return err
 	}
+	if err := m.validateLeaks(); err != nil {
+		return err
+	}
 	g := m.Gates
-	if g.CPURatio == nil && g.Liveness == nil && len(g.Counts) == 0 && g.NetworkFaults == nil {
+	if g.CPURatio == nil && g.Liveness == nil && len(g.Counts) == 0 && g.NetworkFaults == nil && len(g.Leaks) == 0 {
 		return m.errf("gates", "empty: nothing to grade")
 	}
 	if c := g.CPURatio; c != nil {
@@ -575,6 +617,39 @@ func (m *Manifest) validateFaults() error {
 		case b.MaxFailures < 0:
 			return m.errf(f+".max_failures", "negative")
 		}
+	}
+	return nil
+}
+
+// MinLeakSamples is the fewest samples a leak gate may ask a group for: a
+// slope through two points is whatever those two points were.
+const MinLeakSamples = 3
+
+func (m *Manifest) validateLeaks() error {
+	names := map[string]bool{}
+	for i, lg := range m.Gates.Leaks {
+		f := fmt.Sprintf("gates.leaks[%d] (%s)", i, lg.Name)
+		switch {
+		case lg.Name == "":
+			return m.errf(f+".name", "empty")
+		case names[lg.Name]:
+			return m.errf(f+".name", "%q names two leak gates", lg.Name)
+		case lg.Series == nil || lg.Series.Prometheus == "" || len(lg.Series.Match) == 0:
+			return m.errf(f+".series", "needs prometheus (a file) and match (labels)")
+		case len(lg.Group) == 0:
+			return m.errf(f+".group", "empty: name the labels that tell one process from another")
+		case slicesContains(lg.Group, lg.Life):
+			return m.errf(f+".life", "%q is also a group label: a life must be told apart within its group", lg.Life)
+		case !(lg.MaxPerHour > 0):
+			return m.errf(f+".max_per_hour", "%v must be positive", lg.MaxPerHour)
+		case lg.Settle.Duration < 0:
+			return m.errf(f+".settle", "negative")
+		case lg.MinSamples < MinLeakSamples:
+			return m.errf(f+".min_samples", "%d: at least %d", lg.MinSamples, MinLeakSamples)
+		case lg.MinSpan.Duration <= 0:
+			return m.errf(f+".min_span", "must be positive: a slope over no time extrapolates nothing")
+		}
+		names[lg.Name] = true
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 // failed to write its manifest.
 func TestConfigCheckNamesTheBadSetting(t *testing.T) {
 	scenario := filepath.Join("..", "..", "fixtures", "scenarios", "soak.yaml")
-	good := Config{Scenario: scenario, Rate: 150, ProbeInterval: time.Second, SVIDTTL: time.Minute,
+	good := Config{Scenario: scenario, Roles: SoakRoles, Tick: time.Second, Rate: 150, ProbeInterval: time.Second, SVIDTTL: time.Minute,
 		PairFetchWindow: time.Second, MaxRatio: 1.5, SLO: "99.9"}
 	if err := good.Check(); err != nil {
 		t.Fatalf("a good configuration refused: %v", err)
@@ -32,6 +32,10 @@ func TestConfigCheckNamesTheBadSetting(t *testing.T) {
 		{func(c *Config) { c.MaxRatio = -1 }, "max ratio -1: must be positive"},
 		{func(c *Config) { c.ProbeInterval = 0 }, "probe interval 0s: must be positive"},
 		{func(c *Config) { c.PairFetchWindow = -time.Second }, "pair fetch window -1s: must be positive"},
+		{func(c *Config) { c.Roles = LongRoles }, `roles: load source batch-0 calls "billing", not a service of namespace demo`},
+		{func(c *Config) { c.ProbeRate = 5000 }, "faster than the 1ms a pod can keep"},
+		{func(c *Config) { l := DefaultLeaks(); l.Every = 1500 * time.Millisecond; c.Leaks = &l }, "must be a whole number of ticks"},
+		{func(c *Config) { l := DefaultLeaks(); l.Pairs = 0; c.Leaks = &l }, "every bound must be positive"},
 	} {
 		c := good
 		tc.edit(&c)
@@ -48,7 +52,7 @@ func TestRunRefusesAnotherRunsFolder(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(out, "night-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Scenario: filepath.Join("..", "..", "fixtures", "scenarios", "soak.yaml"), Out: out, ID: "night-1",
+	cfg := Config{Scenario: filepath.Join("..", "..", "fixtures", "scenarios", "soak.yaml"), Roles: SoakRoles, Out: out, ID: "night-1",
 		Duration: 2 * time.Minute, Tick: time.Second, Warmup: 3 * time.Second, Rate: 150, ProbeInterval: time.Second,
 		SVIDTTL: time.Minute, PairFetchWindow: time.Second, MaxRatio: 1.5, SLO: "99.9"}
 	_, err := Run(context.Background(), cfg)

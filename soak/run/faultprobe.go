@@ -42,14 +42,6 @@ const (
 // graded on.
 var DirectKinds = []string{ProbeH2, ProbeQUIC}
 
-// DirectRole is the pod the direct probes call, and as what.
-type DirectRole struct {
-	// Pod serves Service on Port; Account is its service account, the
-	// identity its inbound must present. From is the prober's account.
-	Pod, Account, Service, From string
-	Port                        uint16
-}
-
 // directProber makes the direct probes: a fresh connection each, from the
 // prober's pod with the passthrough mark (the pod's capture lets it by,
 // as it lets the proxy's own egress), presenting an SVID of the prober's
@@ -65,19 +57,19 @@ type directProber struct {
 	serverID spiffeid.ID
 }
 
-// newDirectProber issues the prober's SVID from the CA the agents share
-// (it exists once they run) for ttl.
-func newDirectProber(c *node.Cluster, cfg Config, caDir string, ttl time.Duration) (*directProber, error) {
-	r := cfg.Roles
-	from, to := c.Pod(r.Namespace, r.Prober), c.Pod(r.Namespace, r.Direct.Pod)
+// newDirectProber issues the prober's SVID for role r from the CA the
+// agents share (it exists once they run), valid for ttl.
+func newDirectProber(c *node.Cluster, cfg Config, r DirectRole, caDir string, ttl time.Duration) (*directProber, error) {
+	ns := cfg.Roles.Namespace
+	from, to := c.Pod(ns, r.FromPod), c.Pod(ns, r.Pod)
 	if from == nil || to == nil {
-		return nil, fmt.Errorf("direct probes: prober %q or target %q is not a pod of %s", r.Prober, r.Direct.Pod, cfg.Scenario)
+		return nil, fmt.Errorf("direct probes: prober %q or target %q is not a pod of %s", r.FromPod, r.Pod, cfg.Scenario)
 	}
 	ca, err := identity.LoadOrCreateCA(caDir, identity.CAConfig{TrustDomain: cfg.Mesh.TrustDomain, MeshDomain: cfg.Mesh.MeshDomain})
 	if err != nil {
 		return nil, fmt.Errorf("direct probes: the mesh's CA in %s: %w", filepath.Clean(caDir), err)
 	}
-	svid, err := ca.Issue(identity.Request{Account: identity.Account{Namespace: r.Namespace, ServiceAccount: r.Direct.From}, TTL: ttl})
+	svid, err := ca.Issue(identity.Request{Account: identity.Account{Namespace: ns, ServiceAccount: r.From}, TTL: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("direct probes: issuing the prober's SVID: %w", err)
 	}
@@ -85,14 +77,14 @@ func newDirectProber(c *node.Cluster, cfg Config, caDir string, ttl time.Duratio
 	for _, x := range svid.Certificates {
 		cert.Certificate = append(cert.Certificate, x.Raw)
 	}
-	serverID, err := identity.ID(ca.TrustDomain(), identity.Account{Namespace: r.Namespace, ServiceAccount: r.Direct.Account})
+	serverID, err := identity.ID(ca.TrustDomain(), identity.Account{Namespace: ns, ServiceAccount: r.Account})
 	if err != nil {
 		return nil, err
 	}
 	return &directProber{
 		from: from, dst: netip.AddrPortFrom(to.IP, constants.InboundPort),
-		sni:   xdsnames.SNI(r.Direct.Port, r.Direct.Service, r.Namespace, cfg.Mesh.MeshDomain),
-		url:   "https://" + xdsnames.Authority(r.Direct.Service, r.Namespace, cfg.Mesh.MeshDomain) + "/probe/direct",
+		sni:   xdsnames.SNI(r.Port, r.Service, ns, cfg.Mesh.MeshDomain),
+		url:   "https://" + xdsnames.Authority(r.Service, ns, cfg.Mesh.MeshDomain) + "/probe/direct",
 		certs: []tls.Certificate{cert}, bundle: ca.Bundle(), serverID: serverID,
 	}, nil
 }

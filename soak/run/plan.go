@@ -78,8 +78,11 @@ type Budget struct {
 	Seed         uint64
 	// Pairs, when set, is the number of ABBA pairs; fewer than MinPairs
 	// leave the CPU gate without an interval (a check of the runner, not
-	// a soak). MinWindow, when set, replaces the shortest window.
+	// a soak). Otherwise there is one pair per PairEvery of the duration
+	// (a minute when unset), at least MinPairs. MinWindow, when set,
+	// replaces the shortest window.
 	Pairs     int
+	PairEvery time.Duration
 	MinWindow time.Duration
 }
 
@@ -103,7 +106,11 @@ func Plan(b Budget) ([]Step, error) {
 	if b.Tick <= 0 || b.Warmup < b.Tick {
 		return nil, fmt.Errorf("plan: tick %s and warm-up %s: the warm-up must last at least a tick", b.Tick, b.Warmup)
 	}
-	pairs := max(MinPairs, int(b.Duration/time.Minute))
+	every := b.PairEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	pairs := max(MinPairs, int(b.Duration/every))
 	if b.Pairs > 0 {
 		pairs = b.Pairs
 	}

@@ -221,3 +221,24 @@ func TestPlanNetworkFaultsLeaveOtherChaosAsItWas(t *testing.T) {
 		t.Fatal("a budget without network kinds planned network faults")
 	}
 }
+
+// PairEvery sizes the pairs by the soak's length, never below MinPairs:
+// the long soak's hour at one pair per 5 minutes has 12, its 10-minute
+// trial the 6 an interval needs.
+func TestPlanPairEvery(t *testing.T) {
+	for _, tc := range []struct {
+		d     time.Duration
+		every time.Duration
+		want  int
+	}{{time.Hour, 5 * time.Minute, 12}, {10 * time.Minute, 5 * time.Minute, MinPairs}, {10 * time.Minute, 0, 10}} {
+		b := budget(tc.d, 1)
+		b.PairEvery = tc.every
+		steps, err := Plan(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := countWindows(steps); n != 2*tc.want {
+			t.Errorf("%s at a pair every %s: %d windows, want %d", tc.d, tc.every, n, 2*tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +22,9 @@ import (
 type Probe struct {
 	Time time.Time `json:"time"`
 	// Kind is the probe's kind (ProbeMesh, ProbeH2, ProbeQUIC).
-	Kind      string  `json:"kind"`
+	Kind string `json:"kind"`
+	// Pod is the pod a liveness probe was sent from.
+	Pod       string  `json:"pod,omitempty"`
 	OK        bool    `json:"ok"`
 	Code      int     `json:"code"`
 	Error     string  `json:"error,omitempty"`
@@ -32,16 +35,21 @@ type Probe struct {
 // so a 503 NC at first use is seen as itself, not as a timeout.
 const probeTimeout = 3 * time.Second
 
-// Prober calls one service through the mesh at a fixed rate from its own
-// pod, each probe on a new connection (so every probe meets the listener
-// as it is now, across a hot restart), and records every result with its
-// time.
+// Prober calls services through the mesh at a fixed rate from the
+// probers' pods, each probe on a new connection (so every probe meets the
+// listener as it is now, across a hot restart), and records every result
+// with its time. It keeps, of each liveness probe, only its start and
+// whether it failed: a long soak's million probes are in the record
+// file, not in memory.
 type Prober struct {
-	mu     sync.Mutex
-	probes []Probe
-	out    *bufio.Writer
-	file   *os.File
-	wg     sync.WaitGroup
+	mu sync.Mutex
+	// mesh holds each liveness probe's start (Unix nanoseconds), negated
+	// when it failed.
+	mesh          []int64
+	total, failed int64
+	out           *bufio.Writer
+	file          *os.File
+	wg            sync.WaitGroup
 }
 
 // NewProber opens the probe record file.
@@ -50,33 +58,63 @@ func NewProber(path string) (*Prober, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the probe record: %w", err)
 	}
-	return &Prober{file: f, out: bufio.NewWriter(f)}, nil
+	return &Prober{file: f, out: bufio.NewWriterSize(f, 1<<16)}, nil
 }
 
-// Run probes svc from p every interval until ctx ends, then waits for the
-// probes in flight.
-func (pr *Prober) Run(ctx context.Context, c *node.Cluster, mesh MeshNames, p *node.Pod, svc string, interval time.Duration) error {
-	url, _, err := meshURL(c, p.Namespace, svc, "/probe")
-	if err != nil {
-		return err
+// ProbeTarget is one prober pod and the service it calls.
+type ProbeTarget struct {
+	Pod     *node.Pod
+	Service string
+}
+
+// Run probes from every target's pod its service, each pod every
+// interval, until ctx ends, then waits for the probes in flight.
+func (pr *Prober) Run(ctx context.Context, c *node.Cluster, mesh MeshNames, targets []ProbeTarget, interval time.Duration) error {
+	type prepared struct {
+		client         *http.Client
+		pod, url, host string
 	}
-	host := xdsnames.Authority(svc, p.Namespace, mesh.MeshDomain)
-	client := podClient(p, probeTimeout, false)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			pr.wg.Wait()
-			return nil
-		case <-t.C:
-			pr.wg.Add(1)
-			go func() {
-				defer pr.wg.Done()
-				pr.add(probeOnce(client, url, host))
-			}()
+	var ps []prepared
+	for _, t := range targets {
+		url, _, err := meshURL(c, t.Pod.Namespace, t.Service, "/probe")
+		if err != nil {
+			return err
 		}
+		ps = append(ps, prepared{client: podClient(t.Pod, probeTimeout, false), pod: t.Pod.Name, url: url, host: xdsnames.Authority(t.Service, t.Pod.Namespace, mesh.MeshDomain)})
 	}
+	var loops sync.WaitGroup
+	for i, p := range ps {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			// The pods' ticks are spread over the interval, so the probes
+			// arrive evenly rather than in bursts of one per pod.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval * time.Duration(i) / time.Duration(len(ps))):
+			}
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					pr.wg.Add(1)
+					go func() {
+						defer pr.wg.Done()
+						pb := probeOnce(p.client, p.url, p.host)
+						pb.Pod = p.pod
+						pr.add(pb)
+					}()
+				}
+			}
+		}()
+	}
+	loops.Wait()
+	pr.wg.Wait()
+	return nil
 }
 
 func probeOnce(client *http.Client, url, host string) Probe {
@@ -106,7 +144,15 @@ func (pr *Prober) Record(pb Probe) { pr.add(pb) }
 func (pr *Prober) add(pb Probe) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	pr.probes = append(pr.probes, pb)
+	if pb.Kind == ProbeMesh {
+		at := pb.Time.UnixNano()
+		pr.total++
+		if !pb.OK {
+			at = -at
+			pr.failed++
+		}
+		pr.mesh = append(pr.mesh, at)
+	}
 	b, _ := json.Marshal(pb)
 	pr.out.Write(append(b, '\n'))
 }
@@ -115,16 +161,7 @@ func (pr *Prober) add(pb Probe) {
 func (pr *Prober) Counts() (total, failed int64) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	for _, p := range pr.probes {
-		if p.Kind != ProbeMesh {
-			continue
-		}
-		total++
-		if !p.OK {
-			failed++
-		}
-	}
-	return total, failed
+	return pr.total, pr.failed
 }
 
 // Close flushes and closes the record.
@@ -142,19 +179,26 @@ func (pr *Prober) Close() error {
 // before it and how many of those failed. Call it after Run returned.
 func (pr *Prober) Before(ticks []time.Time) (total, failed []int64) {
 	pr.mu.Lock()
-	ps := slices.DeleteFunc(slices.Clone(pr.probes), func(p Probe) bool { return p.Kind != ProbeMesh })
+	ps := slices.Clone(pr.mesh)
 	pr.mu.Unlock()
-	slices.SortFunc(ps, func(a, b Probe) int { return a.Time.Compare(b.Time) })
+	abs := func(v int64) int64 {
+		if v < 0 {
+			return -v
+		}
+		return v
+	}
+	slices.SortFunc(ps, func(a, b int64) int { return cmp.Compare(abs(a), abs(b)) })
 	cumFailed := make([]int64, len(ps)+1)
 	for i, p := range ps {
 		cumFailed[i+1] = cumFailed[i]
-		if !p.OK {
+		if p < 0 {
 			cumFailed[i+1]++
 		}
 	}
 	total, failed = make([]int64, len(ticks)), make([]int64, len(ticks))
 	for i, t := range ticks {
-		n := sort.Search(len(ps), func(j int) bool { return !ps[j].Time.Before(t) })
+		at := t.UnixNano()
+		n := sort.Search(len(ps), func(j int) bool { return abs(ps[j]) >= at })
 		total[i], failed[i] = int64(n), cumFailed[n]
 	}
 	return total, failed

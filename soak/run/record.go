@@ -45,6 +45,11 @@ const (
 	// end (a failed chaos step, an interrupted run), counted at the soak's
 	// last tick: a soak cut short must not pass for a whole one.
 	SeriesStepsNotRun = "aether_soak_steps_not_run_total"
+	// SeriesProbesShort: with a planned probe rate, how many fewer
+	// liveness probes started over the soak than its plan, counted at the
+	// last tick: a prober starved of CPU drops its ticks, and a soak that
+	// probed at a fraction of its rate must not pass for one at scale.
+	SeriesProbesShort = "aether_soak_probes_short_total"
 )
 
 // Recorder holds the run's counter samples.

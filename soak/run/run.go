@@ -1,5 +1,6 @@
-// Package run is the local soak: the aether mesh on a two-node embedded
-// netns cluster (rigs/node) under open-loop paced load, in ABBA windows
+// Package run is the local soak: the aether mesh on an embedded netns
+// cluster (rigs/node; two nodes, or four for the long soak) under
+// open-loop paced load, in ABBA windows
 // that switch the agents between --mesh-transport h2 and auto, with a
 // liveness prober, CPU and request counters sampled on one tick grid, and a
 // bounded, seeded chaos schedule. It writes what the graders read (a
@@ -18,39 +19,14 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/soak/grade"
 	"github.com/aether-mesh/aether/soak/manifest"
 )
 
 // MeshNames are the mesh's trust and DNS domains.
 type MeshNames struct{ TrustDomain, MeshDomain string }
-
-// Roles says which pods of the scenario do what.
-type Roles struct {
-	Namespace string
-	// Sources maps each load source pod to the services it calls.
-	Sources map[string][]string
-	// Prober is the prober's pod and ProbeTarget the service it calls.
-	Prober, ProbeTarget string
-	// Churn is the pod the chaos schedule removes and adds back, and
-	// ChurnTarget the service it calls before and after.
-	Churn, ChurnTarget string
-	// Direct is what the network fault steps' direct probes call.
-	Direct DirectRole
-}
-
-// SoakRoles are the roles of fixtures/scenarios/soak.yaml.
-var SoakRoles = Roles{
-	Namespace: "demo",
-	Sources: map[string][]string{
-		"web-0":    {"api", "cart", "ledger"},
-		"batch-0":  {"api"},
-		"worker-0": {"api", "ledger"},
-	},
-	Prober: "probe-0", ProbeTarget: "api",
-	Churn: "cron-0", ChurnTarget: "cart",
-	Direct: DirectRole{Pod: "api-0", Account: "api", Service: "api", Port: 8080, From: "probe"},
-}
 
 // Config is one run.
 type Config struct {
@@ -63,8 +39,16 @@ type Config struct {
 	// Tick is the sampling grid; Warmup each discarded warm-up's length.
 	Tick, Warmup time.Duration
 	// Rate is the load's target in requests per second, over all sources.
-	Rate          float64
+	Rate float64
+	// ProbeInterval is each prober pod's interval; ProbeRate, when set,
+	// replaces it with the interval that gives that many liveness probes
+	// a second over every prober pod (PlanProbes).
 	ProbeInterval time.Duration
+	ProbeRate     float64
+	// DirectInterval is the network fault steps' direct probes' interval
+	// (ProbeInterval when zero); the fault gates' failure bounds are for
+	// it.
+	DirectInterval time.Duration
 	// SVIDTTL is the agents' --svid-ttl: SVIDs rotate at half of it.
 	SVIDTTL time.Duration
 	// PairFetchWindow is the agents' --east-west-quic-pair-fetch-window:
@@ -72,12 +56,17 @@ type Config struct {
 	// window closes, and its prunes happen, inside the soak.
 	PairFetchWindow time.Duration
 	Seed            uint64
-	// Pairs and MinWindow override the schedule's sizing (Budget).
+	// Pairs, PairEvery and MinWindow override the schedule's sizing
+	// (Budget).
 	Pairs     int
+	PairEvery time.Duration
 	MinWindow time.Duration
 	// NetworkEvery puts a network fault in every NetworkEvery-th gap
 	// between pairs (Budget); 0 runs none.
 	NetworkEvery int
+	// Leaks, when set, samples every agent's and proxy's resources and
+	// grades their growth (gates.leaks).
+	Leaks *LeakConfig
 	// AgentFlags are extra flags for every agent (a test-only control, to
 	// soak a build broken on purpose).
 	AgentFlags []string
@@ -128,9 +117,30 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
+	st, err := registry.LoadScenarioFile(cfg.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []string
+	for _, n := range st.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	if cfg.ProbeRate > 0 {
+		plan, err := PlanProbes(cfg.ProbeRate, len(cfg.Roles.Probers))
+		if err != nil {
+			return nil, err
+		}
+		cfg.ProbeInterval = plan.Every
+		if cfg.Logf != nil {
+			cfg.Logf("liveness probes at %s: %s planned in %s", plan, grade.FormatCount(plan.In(cfg.Duration)), cfg.Duration)
+		}
+	}
+	if cfg.DirectInterval <= 0 {
+		cfg.DirectInterval = cfg.ProbeInterval
+	}
 	steps, err := Plan(Budget{Duration: cfg.Duration, Tick: cfg.Tick, Warmup: cfg.Warmup, SwitchCost: switchCost, ChaosCost: chaosCost,
-		Nodes: []string{"node-a", "node-b"}, Chaos: ChaosKinds(), Network: cfg.network(), NetworkEvery: cfg.NetworkEvery, Seed: cfg.Seed,
-		Pairs: cfg.Pairs, MinWindow: cfg.MinWindow})
+		Nodes: nodes, Chaos: ChaosKinds(), Network: cfg.network(), NetworkEvery: cfg.NetworkEvery, Seed: cfg.Seed,
+		Pairs: cfg.Pairs, PairEvery: cfg.PairEvery, MinWindow: cfg.MinWindow})
 	if err != nil {
 		return nil, err
 	}
@@ -187,13 +197,36 @@ func (c Config) Check() error {
 	if _, err := os.Stat(c.Scenario); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
+	st, err := registry.LoadScenarioFile(c.Scenario)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	if err := c.Roles.Check(st); err != nil {
+		return fmt.Errorf("scenario %s: %w", c.Scenario, err)
+	}
+	if c.ProbeRate != 0 {
+		if _, err := PlanProbes(c.ProbeRate, len(c.Roles.Probers)); err != nil {
+			return err
+		}
+	}
+	if c.Leaks != nil {
+		if err := c.Leaks.check(c.Tick); err != nil {
+			return err
+		}
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"probe interval", c.ProbeInterval}, {"SVID TTL", c.SVIDTTL}, {"pair fetch window", c.PairFetchWindow}} {
+		if d.name == "probe interval" && c.ProbeRate != 0 {
+			continue // the rate plans it
+		}
 		if d.v <= 0 {
 			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
 		}
+	}
+	if c.DirectInterval < 0 || c.PairEvery < 0 {
+		return fmt.Errorf("direct probe interval %s, pair every %s: must not be negative", c.DirectInterval, c.PairEvery)
 	}
 	if c.NetworkEvery < 0 {
 		return fmt.Errorf("network faults every %d gaps: must be 0 (none) or more", c.NetworkEvery)

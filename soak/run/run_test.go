@@ -36,12 +36,17 @@ func TestRunWritesWhatTheGradersRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
+	// The long soak's machinery on the short one: its probe plan (5/s over
+	// soak.yaml's one prober is every 200 ms) and its resource sampling,
+	// every second.
+	leaks := DefaultLeaks()
+	leaks.Every = time.Second
 	cfg := Config{
 		Scenario: filepath.Join(root, "fixtures", "scenarios", "soak.yaml"), Roles: SoakRoles,
 		Mesh: MeshNames{TrustDomain: "aether.local", MeshDomain: "mesh.local"}, Out: out, ID: "tiny",
 		Duration: 60 * time.Second, Tick: 500 * time.Millisecond, Warmup: time.Second, Pairs: 5, MinWindow: time.Second,
-		Rate: 60, ProbeInterval: 200 * time.Millisecond, SVIDTTL: time.Minute, PairFetchWindow: 3 * time.Second, Seed: 3, MaxRatio: 1.5, SLO: "99.9",
-		Build: "abc1234", Progress: testWriter{t}, Logf: t.Logf,
+		Rate: 60, ProbeRate: 5, DirectInterval: 200 * time.Millisecond, SVIDTTL: time.Minute, PairFetchWindow: 3 * time.Second, Seed: 3, MaxRatio: 1.5, SLO: "99.9",
+		Build: "abc1234", Progress: testWriter{t}, Logf: t.Logf, Leaks: &leaks,
 	}
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -77,6 +82,21 @@ func TestRunWritesWhatTheGradersRead(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("chaos kind %s never ran (ran %v)", k, kinds)
 		}
+	}
+	// Every node's agent and proxy was sampled, and the gates that read
+	// the samples are the manifest's; a minute decides none of them.
+	if len(m.Gates.Leaks) != 4 {
+		t.Errorf("%d leak gates, want resident memory, fds, goroutines and pairs", len(m.Gates.Leaks))
+	}
+	for _, l := range g.Leaks {
+		for _, p := range l.Processes {
+			if p.Lives == 0 {
+				t.Errorf("%s: %s was not sampled", l.Name, p.Name)
+			}
+		}
+	}
+	if short := gate(t, g, grade.GateProbesShort); short.Inputs.Count == nil || short.Inputs.Count.Limit == 0 {
+		t.Errorf("the probes-short gate has no plan to hold the prober to: %+v", short)
 	}
 	for _, gt := range g.Gates {
 		t.Logf("%s: %s %s (%s)", gt.Name, gt.Verdict, gt.Figure, gt.Reason)

@@ -36,6 +36,9 @@ type nodeState struct {
 	prunedSeen                  bool
 	// instants are the moments the proxy was scraped, one per tick.
 	instants []time.Time
+	// proxyLife and agentLife number the node's processes for the
+	// resource series.
+	proxyLife, agentLife life
 }
 
 // Sampler reads, on every tick, each node's proxy CPU from /proc and its
@@ -51,6 +54,8 @@ type Sampler struct {
 	exits    int
 	replaced map[int]bool
 	last     time.Time
+	// res, when set, samples the processes' resources (SampleResources).
+	res *resources
 }
 
 // NewSampler samples the nodes; sources names, per node, the outbound
@@ -112,12 +117,15 @@ func (s *Sampler) Last() time.Time {
 }
 
 func (s *Sampler) sample(ctx context.Context, at time.Time) {
+	s.mu.Lock()
+	res := s.res != nil && len(s.ticks)%s.res.every == 0
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ns := range s.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.sampleNode(ctx, ns, at)
+			s.sampleNode(ctx, ns, at, res)
 		}()
 	}
 	wg.Wait()
@@ -135,7 +143,7 @@ func (s *Sampler) add(name string, labels map[string]string, at time.Time, v flo
 	}
 }
 
-func (s *Sampler) sampleNode(ctx context.Context, ns *nodeState, at time.Time) {
+func (s *Sampler) sampleNode(ctx context.Context, ns *nodeState, at time.Time, res bool) {
 	lbl := map[string]string{"node": ns.n.Name}
 	instant := time.Now()
 	body, err := ns.n.Get(ctx, ns.n.ProxyMetrics, "/metrics")
@@ -158,7 +166,10 @@ func (s *Sampler) sampleNode(ctx context.Context, ns *nodeState, at time.Time) {
 	s.add(SeriesProxyRequests, lbl, at, ns.lastReq)
 	s.add(SeriesNC, lbl, at, ns.lastNC)
 	s.add(SeriesProxyCPU, lbl, at, s.readCPU(ns, pid).Seconds())
-	s.sampleAgent(ctx, ns, at, lbl)
+	if res {
+		s.sampleProxyResources(ns, pid, at)
+	}
+	s.sampleAgent(ctx, ns, at, lbl, res)
 }
 
 // readCPU reads every known proxy process of the node and returns their
@@ -200,14 +211,17 @@ func zombie(stat []byte) bool {
 // sampleAgent records the agent's count of twins pruned while in use, once
 // the agent is seen to export it; an agent that does not leaves the series
 // absent and the gate unmeasured.
-func (s *Sampler) sampleAgent(ctx context.Context, ns *nodeState, at time.Time, lbl map[string]string) {
+func (s *Sampler) sampleAgent(ctx context.Context, ns *nodeState, at time.Time, lbl map[string]string, res bool) {
 	body, err := ns.n.Get(ctx, ns.n.AgentMetrics, "/metrics")
 	if err == nil {
 		var sc scrape
-		if sc, err = parseText(body, metricPrunedLive); err == nil {
+		if sc, err = parseText(body, metricPrunedLive, metricResident, metricOpenFDs, metricStart, metricGoroutine, metricPairs); err == nil {
 			if v, ok := sc[metricPrunedLive]; ok {
 				ns.prunedSeen = true
 				ns.lastPruned = ns.pruned.Observe(v)
+			}
+			if res {
+				s.sampleAgentResources(ns, sc, at)
 			}
 		}
 	}

@@ -19,11 +19,13 @@ const cutShort = "cut short: "
 
 // soak is a run in progress: the cluster, its load, prober and sampler.
 type soak struct {
-	cfg     Config
-	dir     string
-	steps   []Step
-	c       *node.Cluster
-	rec     *Recorder
+	cfg   Config
+	dir   string
+	steps []Step
+	c     *node.Cluster
+	rec   *Recorder
+	// res holds the resource gauges when the run has leak gates.
+	res     *Recorder
 	load    *Load
 	prober  *Prober
 	sampler *Sampler
@@ -41,9 +43,17 @@ func newSoak(c *node.Cluster, cfg Config, dir string, steps []Step, agentArgs fu
 	if err != nil {
 		return nil, err
 	}
-	prober, churn := c.Pod(cfg.Roles.Namespace, cfg.Roles.Prober), c.Pod(cfg.Roles.Namespace, cfg.Roles.Churn)
-	if prober == nil || churn == nil {
-		return nil, fmt.Errorf("prober %q or churn pod %q is not a pod of %s", cfg.Roles.Prober, cfg.Roles.Churn, cfg.Scenario)
+	var probers []ProbeTarget
+	for _, r := range cfg.Roles.Probers {
+		p := c.Pod(cfg.Roles.Namespace, r.Pod)
+		if p == nil {
+			return nil, fmt.Errorf("prober %q is not a pod of %s", r.Pod, cfg.Scenario)
+		}
+		probers = append(probers, ProbeTarget{Pod: p, Service: r.Target})
+	}
+	churn := c.Pod(cfg.Roles.Namespace, cfg.Roles.Churn)
+	if churn == nil {
+		return nil, fmt.Errorf("churn pod %q is not a pod of %s", cfg.Roles.Churn, cfg.Scenario)
 	}
 	s := &soak{cfg: cfg, dir: dir, steps: steps, c: c, rec: NewRecorder()}
 	if s.load, err = NewLoad(filepath.Join(dir, ResultsFile)); err != nil {
@@ -53,27 +63,41 @@ func newSoak(c *node.Cluster, cfg Config, dir string, steps []Step, agentArgs fu
 		return nil, errors.Join(err, s.load.Close())
 	}
 	s.sampler = NewSampler(s.rec, c.Nodes(), listeners)
+	if cfg.Leaks != nil {
+		s.res = NewRecorder()
+		s.sampler.SampleResources(s.res, int(cfg.Leaks.Every/cfg.Tick))
+	}
 	s.clk = clock{start: time.Now().Add(cfg.Tick).Truncate(cfg.Tick), tick: cfg.Tick}
 	s.exec = &executor{c: c, clk: s.clk, mesh: cfg.Mesh, args: agentArgs, load: s.load, sampler: s.sampler,
-		churn: churn, churnTo: cfg.Roles.ChurnTarget, prober: s.prober, probeEvery: cfg.ProbeInterval}
-	// The direct probes' SVID is issued at the first network fault, from
-	// the CA the agents made by then, valid for the rest of the soak.
-	var direct *directProber
-	s.exec.direct = func() (*directProber, error) {
-		if direct == nil {
-			d, err := newDirectProber(c, cfg, filepath.Join(dir, "cluster", "ca"), cfg.Duration+time.Hour)
+		churn: churn, churnTo: cfg.Roles.ChurnTarget, prober: s.prober, probeEvery: cfg.DirectInterval}
+	// A direct role's SVID is issued at the first network fault it probes,
+	// from the CA the agents made by then, valid for the rest of the soak.
+	direct := map[DirectRole]*directProber{}
+	nodeOf := func(pod string) string {
+		if p := c.Pod(cfg.Roles.Namespace, pod); p != nil {
+			return p.Node
+		}
+		return ""
+	}
+	s.exec.direct = func(node string) (*directProber, error) {
+		r, err := cfg.Roles.DirectFor(node, nodeOf)
+		if err != nil {
+			return nil, err
+		}
+		if direct[r] == nil {
+			d, err := newDirectProber(c, cfg, r, filepath.Join(dir, "cluster", "ca"), cfg.Duration+time.Hour)
 			if err != nil {
 				return nil, err
 			}
-			direct = d
+			direct[r] = d
 		}
-		return direct, nil
+		return direct[r], nil
 	}
 	if s.rate, err = s.load.Start(c, cfg.Mesh, sources, cfg.Rate); err != nil {
 		s.load.Stop()
 		return nil, errors.Join(err, s.load.Close(), s.prober.Close())
 	}
-	s.startWatchers(prober)
+	s.startWatchers(probers)
 	// The load's rate is reckoned from its start.
 	s.prog = &progress{w: cfg.Progress, tty: cfg.TTY, start: s.clk.start, planned: cfg.Duration, windows: countWindows(steps), lastAt: time.Now()}
 	return s, nil
@@ -96,14 +120,14 @@ func loadSources(c *node.Cluster, cfg Config) ([]Source, map[string][]string, er
 }
 
 // startWatchers starts the sampler on the tick grid and the prober.
-func (s *soak) startWatchers(prober *node.Pod) {
+func (s *soak) startWatchers(probers []ProbeTarget) {
 	var sctx, pctx context.Context
 	sctx, s.stopSampler = context.WithCancel(context.Background())
 	pctx, s.stopProber = context.WithCancel(context.Background())
 	s.samplerDone, s.proberDone = make(chan struct{}), make(chan struct{})
 	go func() { s.sampler.Run(sctx, s.clk.start, s.cfg.Tick); close(s.samplerDone) }()
 	go func() {
-		if err := s.prober.Run(pctx, s.c, s.cfg.Mesh, prober, s.cfg.Roles.ProbeTarget, s.cfg.ProbeInterval); err != nil {
+		if err := s.prober.Run(pctx, s.c, s.cfg.Mesh, probers, s.cfg.ProbeInterval); err != nil {
 			s.cfg.Logf("prober: %v", err)
 		}
 		close(s.proberDone)
@@ -213,20 +237,37 @@ func (s *soak) write(spans []Span, end time.Time, partial string) (*Result, erro
 	if err := s.recordNotRun(end, spans); err != nil {
 		return res, err
 	}
+	planned, err := s.recordProbesShort(end)
+	if err != nil {
+		return res, err
+	}
 	if err := s.rec.WriteMatrix(filepath.Join(s.dir, CountersFile)); err != nil {
 		return res, err
+	}
+	if s.res != nil {
+		s.res.Trim(end)
+		if err := s.res.WriteMatrix(filepath.Join(s.dir, ResourcesFile)); err != nil {
+			return res, err
+		}
 	}
 	if err := writeSpans(s.dir, spans); err != nil {
 		return res, err
 	}
 	o := Outline{
 		Name: filepath.Base(s.dir), Build: s.cfg.Build, Start: s.clk.start, End: end, TargetRPS: s.rate,
-		MaxRatio: s.cfg.MaxRatio, SLO: s.cfg.SLO, PrunedLive: s.rec.Has(SeriesPrunedLive), Partial: partial, ProbeInterval: s.cfg.ProbeInterval,
+		MaxRatio: s.cfg.MaxRatio, SLO: s.cfg.SLO, PrunedLive: s.rec.Has(SeriesPrunedLive), Partial: partial, DirectInterval: s.cfg.DirectInterval,
 		Description: s.description(),
 		Graded: []manifest.Event{{Name: "svid-rotation", Start: s.clk.start, End: end,
 			What: fmt.Sprintf("SVIDs re-issued every %s (--svid-ttl %s) throughout", s.cfg.SVIDTTL/2, s.cfg.SVIDTTL)}},
 	}
-	var err error
+	if s.res != nil {
+		o.Leaks = s.cfg.Leaks
+		for _, n := range s.c.Nodes() {
+			o.Nodes = append(o.Nodes, n.Name)
+		}
+		o.Goroutines, o.Pairs = s.res.Has(SeriesGoroutines), s.res.Has(SeriesPairs)
+	}
+	o.ProbesPlanned = planned
 	res.Manifest, err = WriteManifest(s.dir, Manifest(o, spans))
 	return res, err
 }
@@ -255,9 +296,39 @@ func (s *soak) recordNotRun(end time.Time, spans []Span) error {
 	return nil
 }
 
+// recordProbesShort writes, when the run has a planned probe rate, the
+// probes-short counter: zero on every tick and, at the end, how many fewer
+// liveness probes started in the soak than the plan starts in its span.
+// It returns the planned count (0 without a plan).
+func (s *soak) recordProbesShort(end time.Time) (int64, error) {
+	if s.cfg.ProbeRate <= 0 {
+		return 0, nil
+	}
+	planned := ProbePlan{Pods: len(s.cfg.Roles.Probers), Every: s.cfg.ProbeInterval}.In(end.Sub(s.clk.start))
+	total, _ := s.prober.Before([]time.Time{s.clk.start, end})
+	short := max(0, planned-(total[1]-total[0]))
+	for _, t := range s.sampler.Ticks() {
+		if t.After(end) {
+			break
+		}
+		v := int64(0)
+		if t.Equal(end) {
+			v = short
+		}
+		if err := s.rec.Add(SeriesProbesShort, nil, t, float64(v)); err != nil {
+			return 0, err
+		}
+	}
+	return planned, nil
+}
+
 func (s *soak) description() string {
-	d := fmt.Sprintf("Local soak on the embedded netns cluster (%s): %.0f rps open-loop from %d source pods, ABBA windows switching the agents between --mesh-transport h2 and auto, a prober every %s, chaos seed %d (%v; network faults %v)",
-		filepath.Base(s.cfg.Scenario), s.rate, len(s.cfg.Roles.Sources), s.cfg.ProbeInterval, s.cfg.Seed, ChaosKinds(), s.cfg.network())
+	plan := ProbePlan{Pods: len(s.cfg.Roles.Probers), Every: s.cfg.ProbeInterval}
+	d := fmt.Sprintf("Local soak on the embedded netns cluster (%s, %d nodes): %.0f rps open-loop from %d source pods, ABBA windows switching the agents between --mesh-transport h2 and auto, liveness probes at %s, chaos seed %d (%v; network faults %v, direct probes every %s)",
+		filepath.Base(s.cfg.Scenario), len(s.c.Nodes()), s.rate, len(s.cfg.Roles.Sources), plan, s.cfg.Seed, ChaosKinds(), s.cfg.network(), s.cfg.DirectInterval)
+	if l := s.cfg.Leaks; l != nil {
+		d += fmt.Sprintf("; every agent's and proxy's resources sampled every %s for the leak gates", l.Every)
+	}
 	if len(s.cfg.AgentFlags) > 0 {
 		d += fmt.Sprintf("; agents run with %v", s.cfg.AgentFlags)
 	}

@@ -70,10 +70,10 @@ type executor struct {
 	churn   *node.Pod
 	churnTo string
 	// prober records the network fault steps' direct probes, made every
-	// probeEvery by direct (issued at the first fault from caDir's CA).
+	// probeEvery by direct's prober for the faulted node.
 	prober     *Prober
 	probeEvery time.Duration
-	direct     func() (*directProber, error)
+	direct     func(node string) (*directProber, error)
 	// prevEnd is where the last step ended: the next one starts there.
 	prevEnd time.Time
 }
@@ -282,7 +282,7 @@ func (e *executor) networkFault(ctx context.Context, sp Span) (Span, error) {
 	if n == nil || sp.Fault.Hold <= 0 {
 		return sp, fmt.Errorf("step %s (%s): no node %q or no fault", sp.Name, sp.Kind, sp.Node)
 	}
-	d, err := e.direct()
+	d, err := e.direct(n.Name)
 	if err != nil {
 		return sp, fmt.Errorf("step %s (%s): %w", sp.Name, sp.Kind, err)
 	}

@@ -19,7 +19,9 @@ const (
 	CountersFile = "prometheus/counters.json"
 	ResultsFile  = "vegeta/results.json"
 	ProbesFile   = "probes.jsonl"
-	SpansFile    = "spans.json"
+	// ResourcesFile holds the resource gauges of a run with leak gates.
+	ResourcesFile = "prometheus/resources.json"
+	SpansFile     = "spans.json"
 )
 
 // Outline is what a manifest says about a run besides its spans.
@@ -37,9 +39,26 @@ type Outline struct {
 	Partial string
 	// Graded are events the whole soak carried (SVID rotation).
 	Graded []manifest.Event
-	// ProbeInterval scales the network faults' failure bounds (Bounds).
-	ProbeInterval time.Duration
+	// DirectInterval, the direct probes' interval, scales the network
+	// faults' failure bounds (Bounds).
+	DirectInterval time.Duration
+	// Leaks, when set, adds the leak gates over ResourcesFile for every
+	// node's agent and proxy (Nodes); Goroutines and Pairs say the agents
+	// exported those (their gates are left out otherwise).
+	Leaks             *LeakConfig
+	Nodes             []string
+	Goroutines, Pairs bool
+	// ProbesPlanned, when set, is how many liveness probes the planned
+	// rate starts over the soak: the probes-short gate allows
+	// ProbesShortFraction of it.
+	ProbesPlanned int64
 }
+
+// ProbesShortFraction is the share of its planned liveness probes a soak
+// may fail to start: a prober on a loaded machine drops a tick now and
+// then, but one that kept less than 95% of its rate did not probe at the
+// scale the soak claims.
+const ProbesShortFraction = 0.05
 
 // Manifest builds the run's manifest from its spans: windows become the
 // CPU gate's ABBA windows, excluded steps its exclusions and the other
@@ -70,6 +89,14 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 	}
 	if o.PrunedLive {
 		m.Gates.Counts = append(m.Gates.Counts[:1], append([]manifest.CountGate{{Name: grade.GatePrunedLive, Series: series(SeriesPrunedLive), About: aboutPrunedLive}}, m.Gates.Counts[1:]...)...)
+	}
+	if o.ProbesPlanned > 0 {
+		m.Gates.Counts = append(m.Gates.Counts, manifest.CountGate{Name: grade.GateProbesShort, Series: series(SeriesProbesShort),
+			Limit: int64(float64(o.ProbesPlanned) * ProbesShortFraction),
+			About: fmt.Sprintf("liveness probes the plan starts in the soak (%s) that did not start: a prober starved of CPU drops its ticks; at most %.0f%% of the plan", grade.FormatCount(o.ProbesPlanned), ProbesShortFraction*100)})
+	}
+	if o.Leaks != nil {
+		m.Gates.Leaks = leakGates(o)
 	}
 	if o.Partial != "" {
 		m.Description = "PARTIAL: " + o.Partial + ". " + m.Description
@@ -109,7 +136,7 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 // probes).
 func addFault(m *manifest.Manifest, o Outline, sp Span) {
 	if m.Gates.NetworkFaults == nil {
-		m.Gates.NetworkFaults = &manifest.NetworkFaultsGate{ProbeKinds: DirectKinds, Kinds: Bounds(o.ProbeInterval)}
+		m.Gates.NetworkFaults = &manifest.NetworkFaultsGate{ProbeKinds: DirectKinds, Kinds: Bounds(o.DirectInterval)}
 		m.Sources.ProbeLog = ProbesFile
 	}
 	end := sp.Start.Add(sp.Step.Fault.Hold)
@@ -123,6 +150,42 @@ func addFault(m *manifest.Manifest, o Outline, sp Span) {
 	m.Events = append(m.Events, manifest.Event{Name: sp.Name, Start: sp.Start, End: end, What: sp.Detail, Fault: f})
 	m.Excluded = append(m.Excluded, manifest.Excluded{Name: sp.Name, Start: sp.Start, End: sp.End,
 		Reason: "network fault: the load generator's failures while it held and its " + sp.Step.Fault.Allowance.String() + " allowance after; its probes are graded by the network fault gates"})
+}
+
+// leakGates are the leak gates of o.Leaks: resident memory and open files
+// of every node's agent and proxy, fitted within each process's lives;
+// the agents' goroutines (the proxies export none); the agents' recorded
+// pairs, which outlive a process (the state file carries them over), so a
+// node's agents are fitted as one life.
+func leakGates(o Outline) []manifest.LeakGate {
+	l := o.Leaks
+	var both, agents []string
+	for _, n := range o.Nodes {
+		both = append(both, n+"/agent", n+"/proxy")
+		agents = append(agents, n+"/agent")
+	}
+	gate := func(name, series, unit, about string, perHour float64, life string, expect []string) manifest.LeakGate {
+		span := l.MinSpan
+		if series == SeriesPairs {
+			span = l.PairsMinSpan
+		}
+		return manifest.LeakGate{Name: name, About: about, Unit: unit, MaxPerHour: perHour,
+			Series: &manifest.Series{Prometheus: ResourcesFile, Match: map[string]string{"__name__": series}},
+			Group:  []string{"node", "component"}, Life: life,
+			Settle: manifest.Duration{Duration: l.Settle}, MinSamples: l.MinSamples, MinSpan: manifest.Duration{Duration: span}, Expect: expect}
+	}
+	every := l.Every.String()
+	out := []manifest.LeakGate{
+		gate(grade.GateLeakResident, SeriesResident, "bytes", "resident memory of every agent (its process_resident_memory_bytes) and proxy (/proc/<pid>/statm), every "+every+"; growth fitted within each process's life", l.ResidentBytes, "life", both),
+		gate(grade.GateLeakFDs, SeriesOpenFDs, "fds", "open file descriptors of every agent (its process_open_fds) and proxy (/proc/<pid>/fd), every "+every+"; growth fitted within each process's life", l.OpenFDs, "life", both),
+	}
+	if o.Goroutines {
+		out = append(out, gate(grade.GateLeakGoroutines, SeriesGoroutines, "goroutines", "goroutines of every agent (its go_goroutines), every "+every+", fitted within each life; the proxies export no Go runtime metrics, so theirs are not measured", l.Goroutines, "life", agents))
+	}
+	if o.Pairs {
+		out = append(out, gate(grade.GateLeakPairs, SeriesPairs, "pairs", "QUIC pairs each agent holds recorded, live and dormant (aether_agent_pairs), every "+every+"; the state file carries them across restarts, so each node's agents are fitted as one", l.Pairs, "", agents))
+	}
+	return out
 }
 
 // What each count gate counts, for the report's reader. Only the load

@@ -80,7 +80,19 @@ func synthetic(t *testing.T, cpuH3 float64, nc int) (*Recorder, []Span, time.Tim
 
 func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Time, partial string) (*manifest.Manifest, *grade.Grade) {
 	t.Helper()
+	return writeAndGradeWith(t, rec, spans, start, end, partial, nil, nil)
+}
+
+// writeAndGradeWith is writeAndGrade with the outline edited and, when res
+// is given, the resource gauges written beside the counters.
+func writeAndGradeWith(t *testing.T, rec *Recorder, spans []Span, start, end time.Time, partial string, edit func(*Outline), res *Recorder) (*manifest.Manifest, *grade.Grade) {
+	t.Helper()
 	dir := t.TempDir()
+	if res != nil {
+		if err := res.WriteMatrix(filepath.Join(dir, ResourcesFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := rec.WriteMatrix(filepath.Join(dir, CountersFile)); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +118,10 @@ func writeAndGrade(t *testing.T, rec *Recorder, spans []Span, start, end time.Ti
 		t.Fatal(err)
 	}
 	o := Outline{Name: "synthetic", Build: "abc1234", Start: start, End: end, TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", Partial: partial,
-		PrunedLive: rec.Has(SeriesPrunedLive), ProbeInterval: 100 * time.Millisecond}
+		PrunedLive: rec.Has(SeriesPrunedLive), DirectInterval: 100 * time.Millisecond}
+	if edit != nil {
+		edit(&o)
+	}
 	path, err := WriteManifest(dir, Manifest(o, spans))
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +266,101 @@ func TestManifestOfARunStoppedBeforeItsFirstPair(t *testing.T) {
 	if !strings.Contains(g.Description, "the h3/h2 CPU gate is not graded") {
 		t.Errorf("description %q does not say why the CPU gate is absent", g.Description)
 	}
+}
+
+// resourcesOf records, every 5 s over [start, end], each node's agent and
+// proxy holding level (one life each), and the agent's pairs.
+func resourcesOf(t *testing.T, start, end time.Time, nodes ...string) *Recorder {
+	t.Helper()
+	res := NewRecorder()
+	for ts := start; !ts.After(end); ts = ts.Add(5 * time.Second) {
+		for _, n := range nodes {
+			for _, c := range []string{"agent", "proxy"} {
+				l := map[string]string{"node": n, "component": c, "life": "1"}
+				for name, v := range map[string]float64{SeriesResident: 40 << 20, SeriesOpenFDs: 50} {
+					if err := res.Add(name, l, ts, v); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := res.Add(SeriesGoroutines, map[string]string{"node": n, "component": "agent", "life": "1"}, ts, 30); err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Add(SeriesPairs, map[string]string{"node": n, "component": "agent"}, ts, 4); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return res
+}
+
+// The long soak's manifest carries its own gates beside the release's:
+// the probes short of its plan and the four leak gates over every node's
+// agent and proxy; a level footprint and a prober that kept its plan pass
+// them, and a prober 6% short fails the probes gate alone.
+func TestManifestGradesTheLongSoaksGates(t *testing.T) {
+	long := func(short float64) (*manifest.Manifest, *grade.Grade) {
+		rec, spans, start, end := synthetic(t, 1.2, 0)
+		for ts := start; !ts.After(end); ts = ts.Add(time.Second) {
+			v := 0.0
+			if ts.Equal(end) {
+				v = short
+			}
+			if err := rec.Add(SeriesProbesShort, nil, ts, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := DefaultLeaks()
+		l.MinSpan, l.PairsMinSpan = time.Minute, time.Minute
+		// The synthetic soak is 189 s: the leak gates see 5 s samples.
+		res := resourcesOf(t, start, end, "node-a", "node-b")
+		return writeAndGradeWith(t, rec, spans, start, end, "", func(o *Outline) {
+			o.ProbesPlanned, o.Leaks, o.Nodes, o.Goroutines, o.Pairs = 10_000, &l, []string{"node-a", "node-b"}, true, true
+		}, res)
+	}
+	m, g := long(0)
+	if g.Verdict != grade.Pass {
+		t.Fatalf("verdict %s (%s), want PASS", g.Verdict, g.Reason)
+	}
+	for _, name := range []string{grade.GateProbesShort, grade.GateLeakResident, grade.GateLeakFDs, grade.GateLeakGoroutines, grade.GateLeakPairs} {
+		gate(t, g, name)
+	}
+	if len(m.Gates.Leaks) != 4 || strings.Join(m.Gates.Leaks[0].Expect, ",") != "node-a/agent,node-a/proxy,node-b/agent,node-b/proxy" ||
+		strings.Join(m.Gates.Leaks[2].Expect, ",") != "node-a/agent,node-b/agent" || m.Gates.Leaks[3].Life != "" {
+		t.Fatalf("leak gates %+v: want resident memory and fds of both components, goroutines and pairs of the agents, pairs over one life", m.Gates.Leaks)
+	}
+	if len(g.Evidence) == 0 || !strings.Contains(strings.Join(paths(g.Evidence), ","), ResourcesFile) {
+		t.Errorf("the grade does not bind %s: %+v", ResourcesFile, g.Evidence)
+	}
+	_, g = long(600)
+	failed := []string{}
+	for _, gt := range g.Gates {
+		if gt.Verdict != grade.Pass {
+			failed = append(failed, gt.Name+" "+string(gt.Verdict))
+		}
+	}
+	if len(failed) != 1 || failed[0] != grade.GateProbesShort+" FAIL" {
+		t.Fatalf("600 of 10,000 planned probes not started: %v, want the probes gate alone to fail (limit 500)", failed)
+	}
+}
+
+func gate(t *testing.T, g *grade.Grade, name string) grade.Gate {
+	t.Helper()
+	for _, gt := range g.Gates {
+		if gt.Name == name {
+			return gt
+		}
+	}
+	t.Fatalf("no gate %q", name)
+	return grade.Gate{}
+}
+
+func paths(ev []grade.EvidenceFile) []string {
+	var out []string
+	for _, e := range ev {
+		out = append(out, e.Path)
+	}
+	return out
 }
 
 func syntheticResult(at time.Time, code uint16) *vegeta.Result {

@@ -1,6 +1,7 @@
-// Package stats holds the paired-sample statistics the soak gates use: the
+// Package stats holds the statistics the soak gates use: the
 // Hodges–Lehmann estimate of a location shift and its exact
-// Wilcoxon-signed-rank confidence interval.
+// Wilcoxon-signed-rank confidence interval (paired windows), and the
+// Theil–Sen slope of a series sampled over the soak (resource growth).
 //
 // Exact rather than normal-approximated because a soak yields few pairs
 // (an 8 h soak holds six 80-minute ABBA pairs at most), where the

@@ -160,6 +160,37 @@ func TestAlteredOrMissingEvidenceIsRefused(t *testing.T) {
 		"evidence file "+results+` (read by gate "load-generator errors") is missing`)
 }
 
+// A long soak's leak gates are re-graded from the resource gauges the
+// grade binds: the genuine soak passes the gate, and its gauges edited to
+// hide a leak, or to show one, are refused naming the file and the gates
+// that read it.
+func TestLeakGatesAreRegradedFromTheirGauges(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, suite("phase0", true, built(rev, false)))
+	run, _ := localSoakOf(t, dir, rev, localRun{windows: 12, leaks: true})
+	code, out := runGate(t, config{dir: dir, build: rev, requireSoak: true})
+	if code != 0 {
+		t.Fatalf("the genuine long soak did not pass: exit %d\n%s", code, out)
+	}
+	res := filepath.Join(run, soakrun.ResourcesFile)
+	b, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(res, append(b, ' '), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, "altered gauges", config{dir: dir, build: rev, requireSoak: true},
+		"evidence file "+res+` (read by gates "leak: goroutines", "leak: open fds", "leak: recorded QUIC pairs", "leak: resident memory") has sha256 `,
+		"it was altered since")
+	// The witness that the gate reads the gauges at all: a soak whose
+	// memory grows 100 MiB/h fails it.
+	leaky := t.TempDir()
+	write(t, leaky, suite("phase0", true, built(rev, false)))
+	localSoakOf(t, leaky, rev, localRun{windows: 12, leaks: true, leakPerHour: 100 << 20})
+	wantRefused(t, "a leak", config{dir: leaky, build: rev, requireSoak: true}, "leak: resident memory")
+}
+
 // A manifest edited after grading (its liveness SLO lowered) is refused
 // before anything is re-graded from it.
 func TestAlteredManifestIsRefused(t *testing.T) {

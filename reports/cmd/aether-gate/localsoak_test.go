@@ -27,6 +27,11 @@ type localRun struct {
 	// noFault runs no network fault; otherwise a netem step on node-b
 	// follows the windows, its probes all answered.
 	noFault bool
+	// leaks adds the long soak's leak gates over node-a's agent and proxy,
+	// whose resident memory grows by leakPerHour and whose other
+	// resources hold level, sampled every 5 s.
+	leaks       bool
+	leakPerHour float64
 }
 
 // localSoak writes the folder `aether-soak run` writes for a run of six
@@ -109,8 +114,35 @@ func localSoakOf(t *testing.T, dir, revision string, lr localRun) (string, strin
 	if err := load.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path, err := soakrun.WriteManifest(run, soakrun.Manifest(soakrun.Outline{Name: "local", Build: revision, Start: start, End: end,
-		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", PrunedLive: !lr.noPrunedLive, ProbeInterval: 100 * time.Millisecond}, spans))
+	o := soakrun.Outline{Name: "local", Build: revision, Start: start, End: end,
+		TargetRPS: 100, MaxRatio: 1.5, SLO: "99.9", PrunedLive: !lr.noPrunedLive, DirectInterval: 100 * time.Millisecond}
+	if lr.leaks {
+		l := soakrun.DefaultLeaks()
+		l.MinSpan, l.PairsMinSpan = time.Minute, time.Minute
+		o.Leaks, o.Nodes, o.Goroutines, o.Pairs = &l, []string{"node-a"}, true, true
+		res := soakrun.NewRecorder()
+		for at := start; !at.After(end); at = at.Add(5 * time.Second) {
+			grown := float64(40<<20) + lr.leakPerHour*at.Sub(start).Hours()
+			for _, c := range []string{"agent", "proxy"} {
+				l := map[string]string{"node": "node-a", "component": c, "life": "1"}
+				for name, v := range map[string]float64{soakrun.SeriesResident: grown, soakrun.SeriesOpenFDs: 50} {
+					if err := res.Add(name, l, at, v); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := res.Add(soakrun.SeriesGoroutines, map[string]string{"node": "node-a", "component": "agent", "life": "1"}, at, 30); err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Add(soakrun.SeriesPairs, map[string]string{"node": "node-a", "component": "agent"}, at, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := res.WriteMatrix(filepath.Join(run, soakrun.ResourcesFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, err := soakrun.WriteManifest(run, soakrun.Manifest(o, spans))
 	if err != nil {
 		t.Fatal(err)
 	}

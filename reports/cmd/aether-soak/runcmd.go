@@ -33,16 +33,21 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := soakrun.Config{Roles: soakrun.SoakRoles, Mesh: soakrun.MeshNames{TrustDomain: "aether.local", MeshDomain: "mesh.local"}}
+	cfg := soakrun.Config{Mesh: soakrun.MeshNames{TrustDomain: "aether.local", MeshDomain: "mesh.local"}}
 	var flags stringList
-	fs.StringVar(&cfg.Scenario, "scenario", "fixtures/scenarios/soak.yaml", "scenario of the two-node cluster (its roles are soak.yaml's)")
+	fs.StringVar(&cfg.Scenario, "scenario", "fixtures/scenarios/soak.yaml", "the cluster's scenario: soak-long.yaml has its own roles (four nodes, a prober and a load source on each), any other soak.yaml's")
 	fs.StringVar(&cfg.Out, "out", "reports/runs", "directory of run folders; the nightly index is written beside it")
 	fs.StringVar(&cfg.ID, "id", "", "the run folder's name (default local-<UTC time>-<revision>)")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "the soak's length, switches and chaos included")
 	fs.DurationVar(&cfg.Tick, "tick", time.Second, "sampling grid: every window, exclusion and event boundary is a tick")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "each discarded warm-up window")
 	fs.Float64Var(&cfg.Rate, "rate", 150, "open-loop load in requests per second, over all source pods")
-	fs.DurationVar(&cfg.ProbeInterval, "probe-every", 100*time.Millisecond, "the liveness prober's interval")
+	fs.DurationVar(&cfg.ProbeInterval, "probe-every", 100*time.Millisecond, "each liveness prober pod's interval")
+	fs.Float64Var(&cfg.ProbeRate, "probe-rate", 0, "liveness probes per second over every prober pod, replacing -probe-every (300 starts 1,080,000 in an hour)")
+	fs.DurationVar(&cfg.DirectInterval, "direct-every", 100*time.Millisecond, "the network fault steps' direct probes' interval (the fault bounds are for 100ms)")
+	fs.DurationVar(&cfg.PairEvery, "pair-every", time.Minute, "one ABBA pair per this much of the duration (at least six pairs)")
+	leaks := fs.Bool("leaks", false, "sample every agent's and proxy's resident memory, open fds, goroutines and recorded pairs, and grade their growth per hour (the leak gates)")
+	leakEvery := fs.Duration("leak-every", soakrun.DefaultLeaks().Every, "with -leaks, how often each process is sampled (a whole number of ticks)")
 	fs.DurationVar(&cfg.SVIDTTL, "svid-ttl", time.Minute, "the agents' --svid-ttl (SVIDs rotate at half of it)")
 	fs.DurationVar(&cfg.PairFetchWindow, "pair-fetch-window", 5*time.Second, "the agents' --east-west-quic-pair-fetch-window: its prunes happen between two agent restarts")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "the chaos schedule's seed")
@@ -58,6 +63,12 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return misuse(stderr, "run takes flags only, got %q", fs.Arg(0))
 	}
 	cfg.AgentFlags = flags
+	cfg.Roles = soakrun.RolesFor(cfg.Scenario)
+	if *leaks {
+		l := soakrun.DefaultLeaks()
+		l.Every = *leakEvery
+		cfg.Leaks = &l
+	}
 	build := results.Stamp(nil)
 	cfg.Build = build.Revision
 	if cfg.Build == "" {

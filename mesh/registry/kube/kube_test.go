@@ -45,19 +45,7 @@ func TestInformerSource(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ch := (&Source{Kube: kc, Gateway: gc, Debounce: 10 * time.Millisecond}).Watch(ctx)
-	next := func() *registry.State {
-		t.Helper()
-		select {
-		case u := <-ch:
-			if u.Err != nil {
-				t.Fatal(u.Err)
-			}
-			return u.State
-		case <-ctx.Done():
-			t.Fatal("no State from the informer source")
-		}
-		return nil
-	}
+	next := func() *registry.State { t.Helper(); return nextState(ctx, t, ch) }
 
 	st := next()
 	if len(st.Nodes) != 1 || len(st.ServiceAccounts) != 1 || len(st.Pods) != 1 || len(st.Services) != 1 || len(st.UDPRoutes) != 1 {

@@ -103,19 +103,7 @@ func TestAgentSeesRemoteEndpointsAccounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ch := (&Source{Kube: kc, Gateway: gwfake.NewSimpleClientset(), Debounce: 10 * time.Millisecond}).Watch(ctx)
-	next := func() *registry.State {
-		t.Helper()
-		select {
-		case u := <-ch:
-			if u.Err != nil {
-				t.Fatal(u.Err)
-			}
-			return u.State
-		case <-ctx.Done():
-			t.Fatal("no State from the informer source")
-		}
-		return nil
-	}
+	next := func() *registry.State { t.Helper(); return nextState(ctx, t, ch) }
 	next()
 	for _, p := range []*corev1.Pod{podOn("a-1", "node-a", "10.244.1.3"), podOn("b-1", "node-b", "10.244.2.3")} {
 		if _, err := kc.CoreV1().Pods("demo").Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -237,4 +225,20 @@ func TestHostNetworkPodIsNotInTheMesh(t *testing.T) {
 	if _, ok := Pod(app); !ok {
 		t.Fatal("a pod on the pod network was left out")
 	}
+}
+
+// nextState is the source's next State, failing the test on an error or
+// when ctx ends first.
+func nextState(ctx context.Context, t *testing.T, ch <-chan registry.Update) *registry.State {
+	t.Helper()
+	select {
+	case u := <-ch:
+		if u.Err != nil {
+			t.Fatal(u.Err)
+		}
+		return u.State
+	case <-ctx.Done():
+		t.Fatal("no State from the informer source")
+	}
+	return nil
 }

@@ -173,10 +173,14 @@ func BenchHTML(r *bench.Report) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	scale, err := benchScaleSection(r.Scale)
+	if err != nil {
+		return nil, err
+	}
 	d := struct {
-		R            *bench.Report
-		Latency, CPU template.HTML
-	}{R: r, Latency: template.HTML(lat), CPU: template.HTML(cpu)} //nolint:gosec // produced by vgsvg from numbers
+		R                   *bench.Report
+		Latency, CPU, Scale template.HTML
+	}{R: r, Latency: template.HTML(lat), CPU: template.HTML(cpu), Scale: scale} //nolint:gosec // produced by vgsvg from numbers
 	var buf bytes.Buffer
 	if err := benchPage.Execute(&buf, d); err != nil {
 		return nil, fmt.Errorf("failed to render the bench page: %w", err)
@@ -257,6 +261,7 @@ Build {{with .R.Build.Revision}}{{short .}}{{else}}unknown{{end}}{{if .R.Build.D
 <ul>{{range .R.Rows}}{{if .Witness}}<li>{{.Name}}: {{.Witness}}</li>{{end}}{{end}}</ul>
 {{if .Latency}}<h2>Latency distributions</h2><figure>{{.Latency}}<figcaption>paced load, both visits pooled</figcaption></figure>{{end}}
 {{if .CPU}}<h2>CPU per request</h2><figure>{{.CPU}}<figcaption>from /proc/&lt;pid&gt;/stat over every process of each proxy</figcaption></figure>{{end}}
+{{.Scale}}
 </body></html>
 `))
 

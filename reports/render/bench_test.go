@@ -78,3 +78,44 @@ func TestIndexWithBenchShowsTheTrend(t *testing.T) {
 		t.Error("an index without bench history has a bench section")
 	}
 }
+
+func TestBenchHTMLHasTheScaleCurves(t *testing.T) {
+	r := benchFixture()
+	pt := func(row string, sw bench.Sweep, conns int, target, achieved, p99 float64, cost ...float64) bench.ScalePoint {
+		p := bench.ScalePoint{Row: row, Sweep: sw, Conns: conns, Run: bench.HTTPRun{TargetRPS: target, AchievedRPS: achieved,
+			Latency: bench.Latency{P50: p99 / 3, P99: p99}}}
+		for _, c := range cost {
+			p.Proxies = append(p.Proxies, bench.ProxyCost{PerThousand: c})
+		}
+		return p
+	}
+	plan := bench.ScalePlan{Rates: []int{252, 4000}, RateConns: 4, Conns: []int{1, 64}, Seconds: 5}
+	pts := []bench.ScalePoint{
+		pt("direct", bench.SweepRate, 4, 252, 252, 400), pt("direct", bench.SweepRate, 4, 4000, 3999, 700),
+		pt("mesh-h2", bench.SweepRate, 4, 252, 252, 1400, 0.2, 0.1), pt("mesh-h2", bench.SweepRate, 4, 4000, 2710, 90000, 0.3, 0.2),
+		pt("direct", bench.SweepConns, 1, 0, 4100, 300), pt("direct", bench.SweepConns, 64, 0, 9100, 9000),
+		pt("mesh-h2", bench.SweepConns, 1, 0, 1100, 1300, 0.3, 0.2), pt("mesh-h2", bench.SweepConns, 64, 0, 2900, 40000, 0.4, 0.3),
+	}
+	r.Scale = &bench.Scale{Plan: plan, Points: pts, Saturation: bench.Saturate([]string{"direct", "mesh-h2"}, pts)}
+	page, err := BenchHTML(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := html.UnescapeString(string(page))
+	if n := strings.Count(s, "<svg"); n != 6 {
+		t.Errorf("bench page has %d charts, want 6 (latency, CPU, and the four scale charts)", n)
+	}
+	for _, want := range []string{"Scale curves", "252 rps", "64 conns", "2710;", "0.500", "252 (missed 4000)", "2900 at 64", "9100 at 64"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("bench page lacks %q", want)
+		}
+	}
+	r.Scale = nil
+	page, err = BenchHTML(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(page), "Scale curves") {
+		t.Error("a run without scale curves shows a scale section")
+	}
+}

@@ -77,13 +77,17 @@ type Config struct {
 	KeepClusterDir bool
 	// Verbose passes Logf to the cluster too, which narrates its bring-up.
 	Verbose bool
+	// Scale is the scale curves' plan, run after the rows; nil skips them.
+	Scale *ScalePlan
 }
 
-// Defaults are the method's defaults: Istio's load, sized so the whole
-// run stays near six minutes on two cores.
+// Defaults are the method's defaults: Istio's load, sized so the rows
+// take about five minutes on two cores, and the scale curves about five
+// more.
 func Defaults() Config {
+	plan := DefaultScalePlan()
 	return Config{Conns: 4, RPS: 1000, Paced: 15 * time.Second, Closed: 6 * time.Second,
-		Stream: 5 * time.Second, Payload: 1024, UDPLen: 1400, Threads: 2}
+		Stream: 5 * time.Second, Payload: 1024, UDPLen: 1400, Threads: 2, Scale: &plan}
 }
 
 // rowSpec is one path and how to drive it.
@@ -159,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	if cfg.Conns < 1 || cfg.RPS < 1 || cfg.Paced < time.Second || cfg.Closed < time.Second || cfg.Stream < time.Second {
 		return nil, fmt.Errorf("bench config: conns %d, rps %d, paced %s, closed %s, stream %s: all must be positive, the durations at least 1s", cfg.Conns, cfg.RPS, cfg.Paced, cfg.Closed, cfg.Stream)
+	}
+	if cfg.Scale != nil {
+		if err := cfg.Scale.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if !cfg.SkipInstall {
 		if err := Install(ctx, Tools, cfg.Logf); err != nil {
@@ -241,6 +250,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		rep.Rows = append(rep.Rows, accs[s.name].row(float64(cfg.RPS)))
 	}
 	relate(rep.Rows)
+	if cfg.Scale != nil {
+		if rep.Scale, err = r.scale(ctx, *cfg.Scale); err != nil {
+			return nil, err
+		}
+	}
 	rep.End = time.Now().UTC()
 	if rep.LoadAfter, err = LoadAverage("/proc"); err != nil {
 		return nil, err

@@ -47,6 +47,8 @@ type Report struct {
 	// Order is the visiting order (ABBA).
 	Order []string `json:"order"`
 	Rows  []Row    `json:"rows"`
+	// Scale is the scale curves (nil when the run skipped them).
+	Scale *Scale `json:"scale,omitempty"`
 }
 
 // Method is the load every HTTP row got and the stream rows' shape.
@@ -168,6 +170,9 @@ type HistoryRow struct {
 	PerThousand float64 `json:"vcpu_per_1000_rps,omitempty"`
 	Mbps        float64 `json:"mbps,omitempty"`
 	OfDirect    float64 `json:"of_direct,omitempty"`
+	// HeldRPS and MaxRPS are the scale curves' saturation figures.
+	HeldRPS int     `json:"held_rps,omitempty"`
+	MaxRPS  float64 `json:"max_rps,omitempty"`
 }
 
 // Entry is r's line in the history.
@@ -189,6 +194,13 @@ func (r *Report) Entry() HistoryEntry {
 		}
 		if s := row.Stream; s != nil {
 			h.Mbps, h.OfDirect = s.Mbps, s.OfDirect
+		}
+		if r.Scale != nil {
+			for _, s := range r.Scale.Saturation {
+				if s.Row == row.Name {
+					h.HeldRPS, h.MaxRPS = s.HeldRPS, s.MaxRPS
+				}
+			}
 		}
 		e.Rows = append(e.Rows, h)
 	}

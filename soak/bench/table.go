@@ -39,6 +39,9 @@ func (r *Report) Table() string {
 				pair(row.Proxies, func(c ProxyCost) float64 { return c.RSSMiB }, "%.1f"))
 		}
 	}
+	if r.Scale != nil {
+		r.Scale.table(&b)
+	}
 	return b.String()
 }
 
@@ -51,4 +54,64 @@ func pair(ps []ProxyCost, f func(ProxyCost) float64, format string) string {
 		s = append(s, fmt.Sprintf(format, f(p)))
 	}
 	return strings.Join(s, " | ")
+}
+
+// scaleTable is the scale curves as two text tables, one line per row: a
+// cell per point (achieved rps, p99 — over direct's at the same point for
+// the proxied rows — and both proxies' vCPU per 1,000 rps), then where the
+// row saturated.
+func (s *Scale) table(b *strings.Builder) {
+	cell := func(p *ScalePoint) string {
+		if p == nil {
+			return "—"
+		}
+		lat := fmt.Sprintf("p99 %.0f", p.Run.Latency.P99)
+		if a := p.Run.Added; a != nil {
+			lat = fmt.Sprintf("%+.0f", a.P99)
+		}
+		c := fmt.Sprintf("%.0f %s", p.Run.AchievedRPS, lat)
+		if k := p.PerThousand(); k > 0 {
+			c += fmt.Sprintf(" %.3f", k)
+		}
+		return c
+	}
+	find := func(row string, sw Sweep, conns int, rps float64) *ScalePoint {
+		for i := range s.Points {
+			p := &s.Points[i]
+			if p.Row == row && p.Sweep == sw && p.Conns == conns && p.Run.TargetRPS == rps {
+				return p
+			}
+		}
+		return nil
+	}
+	if len(s.Plan.Rates) > 0 {
+		fmt.Fprintf(b, "scale, paced over %d conns, %gs a point (cell: achieved rps, +p99 µs over direct, both proxies' vCPU/1000rps)\n", s.Plan.RateConns, s.Plan.Seconds)
+		fmt.Fprintf(b, "%-11s", "row")
+		for _, r := range s.Plan.Rates {
+			fmt.Fprintf(b, " %-19s", fmt.Sprintf("%d rps", r))
+		}
+		fmt.Fprintf(b, " %s\n", "held")
+		for _, sat := range s.Saturation {
+			fmt.Fprintf(b, "%-11s", sat.Row)
+			for _, r := range s.Plan.Rates {
+				fmt.Fprintf(b, " %-19s", cell(find(sat.Row, SweepRate, s.Plan.RateConns, float64(r))))
+			}
+			fmt.Fprintf(b, " %d\n", sat.HeldRPS)
+		}
+	}
+	if len(s.Plan.Conns) > 0 {
+		fmt.Fprintf(b, "scale, closed loop, %gs a point (cell: achieved rps, p99 µs or + over direct, both proxies' vCPU/1000rps)\n", s.Plan.Seconds)
+		fmt.Fprintf(b, "%-11s", "row")
+		for _, c := range s.Plan.Conns {
+			fmt.Fprintf(b, " %-19s", fmt.Sprintf("%d conns", c))
+		}
+		fmt.Fprintf(b, " %s\n", "max rps")
+		for _, sat := range s.Saturation {
+			fmt.Fprintf(b, "%-11s", sat.Row)
+			for _, c := range s.Plan.Conns {
+				fmt.Fprintf(b, " %-19s", cell(find(sat.Row, SweepConns, c, 0)))
+			}
+			fmt.Fprintf(b, " %.0f at %d\n", sat.MaxRPS, sat.MaxConns)
+		}
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +42,12 @@ func runArgs(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&d.SkipInstall, "skip-install", false, "do not apt-get install missing tools; fail instead")
 	fs.BoolVar(&d.KeepClusterDir, "keep", false, "keep the cluster's run dir (logs, peers' configurations) under $TMPDIR")
 	verbose := fs.Bool("v", false, "narrate the bring-up")
+	plan := *d.Scale
+	scale := fs.Bool("scale", true, "after the rows, run the scale curves over every HTTP row (-scale=false skips them)")
+	point := fs.Duration("scale-point", time.Duration(plan.Seconds)*time.Second, "length of each scale curve point (whole seconds)")
+	rates := fs.String("scale-rates", joinInts(plan.Rates), "paced rates of the rate sweep, rising, each a multiple of -scale-rate-conns")
+	fs.IntVar(&plan.RateConns, "scale-rate-conns", plan.RateConns, "connections of the rate sweep")
+	conns := fs.String("scale-conns", joinInts(plan.Conns), "connection counts of the closed-loop sweep, rising")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -48,6 +56,22 @@ func runArgs(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "aether-bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	d.Scale = nil
+	if *scale {
+		var err error
+		if plan.Rates, err = parseInts("-scale-rates", *rates); err == nil {
+			plan.Conns, err = parseInts("-scale-conns", *conns)
+		}
+		if err == nil {
+			plan.Seconds = point.Seconds()
+			err = plan.Validate()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "aether-bench: %v\n", err)
+			return 2
+		}
+		d.Scale = &plan
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(stderr, "aether-bench: needs root (network namespaces, apt-get)")
@@ -70,6 +94,31 @@ func runArgs(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprint(stdout, rep.Table())
 	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(d.Out, bench.HTMLFile))
 	return 0
+}
+
+// parseInts reads a comma-separated list of whole numbers given to flag.
+func parseInts(flag, s string) ([]int, error) {
+	var out []int
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: item %d, %q, is not a whole number", flag, i+1, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // write writes the run's folder, appends it to the history and renders

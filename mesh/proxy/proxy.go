@@ -162,7 +162,14 @@ func New(o Options) *Proxy {
 		epoch = o.Restart.Epoch
 	}
 	p.ids = hotrestart.NewConnectionIDs(epoch)
-	p.logs.Err = func(err error) { o.Log.Warn("access log write failed", "err", err) }
+	p.logs.Err = func(err error) {
+		reason := "other"
+		if le, ok := errors.AsType[*h2.LogError](err); ok {
+			reason = le.Reason()
+		}
+		o.Metrics.AccessLogError(reason)
+		o.Log.Warn("access log write failed", "reason", reason, "err", err)
+	}
 	p.pool = &h2.Pool{Store: p.secrets, UpstreamNetns: o.UpstreamNetns, Mark: o.Mark, Metrics: o.Metrics}
 	p.client = &xds.Client{
 		Target: o.XDS, Node: &corev3.Node{Id: o.Node}, Handler: p, Log: o.Log,

@@ -1,20 +1,57 @@
 package h2
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/aether/mesh/proxy/hcm"
 )
 
 // LogFiles holds the proxy's open access log files, one per path, shared
-// by every listener that names it; each line is written whole.
+// by every listener that names it; each line is written whole or not at
+// all: a write the disk cut short (a full disk) is cut back off, so the
+// next line starts on a line of its own and the log stays one JSON line
+// per request. A request whose line is lost is still served.
 type LogFiles struct {
 	mu    sync.Mutex
 	files map[string]*logFile
-	// Err receives a failure to open or write a log; nil drops it.
+	// Err receives a failure to open or write a log, a *LogError; nil
+	// drops it.
 	Err func(error)
+}
+
+// LogError is an access log line that was not written.
+type LogError struct {
+	Path string
+	// Torn is how many bytes of the line reached the file before the
+	// failure, cut back off again.
+	Torn int
+	Err  error
+}
+
+func (e *LogError) Error() string {
+	if e.Torn > 0 {
+		return fmt.Sprintf("access log %s: a line lost (%d bytes written, then cut back off): %v", e.Path, e.Torn, e.Err)
+	}
+	return fmt.Sprintf("access log %s: a line lost: %v", e.Path, e.Err)
+}
+
+func (e *LogError) Unwrap() error { return e.Err }
+
+// Reason is the failure as a counter's label: the errno's name (ENOSPC
+// for a full disk, EDQUOT, EIO, ...), or "other".
+func (e *LogError) Reason() string {
+	if errno, ok := errors.AsType[syscall.Errno](e.Err); ok {
+		if n := unix.ErrnoName(errno); n != "" {
+			return n
+		}
+	}
+	return "other"
 }
 
 type logFile struct {
@@ -35,9 +72,32 @@ func (lf *LogFiles) Write(al *hcm.AccessLog, r hcm.Record) {
 	*buf = append(al.AppendLine((*buf)[:0], r), '\n')
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.f.Write(*buf); err != nil {
-		lf.report(fmt.Errorf("access log %s: %w", al.Path, err))
+	n, err := f.f.Write(*buf)
+	if err == nil {
+		return
 	}
+	le := &LogError{Path: al.Path, Torn: n, Err: err}
+	if n > 0 {
+		if terr := cutTail(f.f, n); terr != nil {
+			le.Err = errors.Join(err, fmt.Errorf("cutting the torn line back off: %w", terr))
+		}
+	}
+	lf.report(le)
+}
+
+// cutTail removes the last n bytes of f: the part of a line a short
+// write appended. The file's own end is read rather than remembered:
+// during a hot restart the parent and the child append to the same log,
+// and O_APPEND puts each write at the end as it is then.
+func cutTail(f *os.File, n int) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < int64(n) {
+		return fmt.Errorf("the file is %d bytes, shorter than the %d torn", st.Size(), n)
+	}
+	return f.Truncate(st.Size() - int64(n))
 }
 
 // lineBufs holds the buffers access log lines are rendered into.
@@ -51,7 +111,7 @@ func (lf *LogFiles) open(path string) (*logFile, error) {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("access log: %w", err)
+		return nil, &LogError{Path: path, Err: err}
 	}
 	if lf.files == nil {
 		lf.files = map[string]*logFile{}

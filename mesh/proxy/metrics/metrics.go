@@ -49,6 +49,7 @@ type Metrics struct {
 	tcpErrors, tcpAcceptErrors           *prometheus.CounterVec
 	tcpIdleTimeouts, tcpBytes            *prometheus.CounterVec
 	xdsUpdates                           *prometheus.CounterVec
+	accessLogErrors                      *prometheus.CounterVec
 	httpRequests, httpRefused, httpConns *prometheus.CounterVec
 	httpAcceptErrors, httpProtocolErrors *prometheus.CounterVec
 	quicRefused, quicAccepted, quicDrops *prometheus.CounterVec
@@ -108,12 +109,19 @@ func New() *Metrics {
 	m.quicAccepted = cv("aether_proxy_quic_inbound_handshakes_total", "Handshakes a QUIC inbound accepted, by the peer's SPIFFE ID and whether the session resumed.", "listener", "peer", "resumed")
 	m.quicDrops = cv("aether_proxy_quic_inbound_dropped_datagrams_total", "Datagrams a QUIC inbound dropped before any connection took them, by quic-go's trigger (not_quic: not a QUIC packet at all).", "listener", "reason")
 	m.xdsUpdates = cv("aether_proxy_xds_updates_total", "xDS responses by type and outcome (ack or nack).", "type", "result")
+	m.accessLogErrors = cv("aether_proxy_access_log_errors_total", "Access log lines lost (the request was still served), by the errno that lost them: ENOSPC for a full disk.", "reason")
 	m.bounds = newBounds(m.Registry)
 	m.Passthrough = passthrough.NewMetrics(m.Registry)
 	return m
 }
 
+// AccessLogError counts an access log line lost for reason.
+func (m *Metrics) AccessLogError(reason string) {
+	m.accessLogErrors.WithLabelValues(reason).Inc()
+}
+
 // Handler serves the registry in the Prometheus text format.
+
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }

@@ -2,7 +2,8 @@
 // model into the node's xDS resources (build.go, then one file per resource
 // kind), applies #914's UDPRoute rules (selection.go), passes every snapshot
 // through the config gates (package validate) and serves the last good one
-// over delta ADS.
+// over delta ADS. The on-demand QUIC pairs the twins are built for live in
+// package pairs; pairs.go is what the agent tells them.
 package agent
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aether-mesh/aether/mesh/agent/pairs"
 	"github.com/aether-mesh/aether/mesh/agent/validate"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
@@ -55,10 +57,11 @@ type Options struct {
 	Issuer Issuer
 	// PairFetchWindow is how long after start a persisted QUIC pair may
 	// show no evidence of use before it is pruned with its twin; zero is
-	// DefaultPairFetchWindow (ARCHITECTURE.md, "Pair lifecycle").
+	// pairs.DefaultFetchWindow (ARCHITECTURE.md, "Pair lifecycle").
 	PairFetchWindow time.Duration
 	// ProxyMetricsURL, when set, is the node proxy's loopback /metrics:
-	// sampled every ProxyMetricsInterval and at each prune, it tells
+	// sampled every ProxyMetricsInterval (zero is
+	// pairs.DefaultProxyMetricsInterval) and at each prune, it tells
 	// which twins served requests (aether_agent_pairs_pruned_live_total).
 	ProxyMetricsURL      string
 	ProxyMetricsInterval time.Duration
@@ -147,6 +150,9 @@ type Agent struct {
 	opts    Options
 	log     *slog.Logger
 	builder *Builder
+	// pairs is the pair lifecycle, under its own lock, taken after a.mu
+	// (pairs.go).
+	pairs *pairs.Set
 	// caches holds one delta-native cache per resource type (in typeURLs
 	// order) behind mux, the cache the ADS server serves: a build's
 	// changes are published resource by resource, so the builder's index
@@ -170,97 +176,40 @@ type Agent struct {
 	// last is the last State applied: an identity change rebuilds it.
 	last *registry.State
 	// state is the registry view of the last publish, which on-demand
-	// twins are admitted against; pairs and twins are the pairs that
-	// dialled and the twins served for them (odcds.go).
+	// twins are admitted against; twins are the twins served for the
+	// pairs that dialled (odcds.go).
 	state *registry.State
-	pairs pairs
 	twins map[string]servedTwin
-	// subscribed are the twin names the proxy holds an on-demand
-	// subscription for, as far as the agent knows; streams, the ADS
-	// streams that have sent a CDS request (pairs.go); servers, the ADS
-	// servers made, each numbering its streams from 1.
-	subscribed map[string]bool
-	streams    map[streamID]bool
-	servers    int64
-	// pruned are pairs pruned under a.mu, judged once it is released.
-	pruned  []prunedPair
-	traffic *proxyTraffic
-	// pairGen numbers the pair set's versions; writes of them are
-	// ordered by writeMu, under which pairsWritten is the last one on
-	// disk (pairs.go). background counts those writes and the judging
-	// of prunes against the proxy's traffic (traffic.go) under way.
-	pairGen      uint64
-	background   sync.WaitGroup
-	writeMu      sync.Mutex
-	pairsWritten uint64
+	// servers are the ADS servers made, each numbering its streams from 1.
+	servers int64
 	// unjudged are the CDS watches whose request subscribed to names
 	// before the first build: answered when it lands (odcds.go).
 	unjudged []*unjudgedWatch
 }
 
-// New returns an agent with an empty snapshot cache.
+// New returns an agent with an empty snapshot cache: with a state dir,
+// one serving the pairs and the snapshot a previous agent left.
 func New(opts Options) (*Agent, error) {
-	if opts.Node == "" {
-		return nil, errors.New("agent: node name is required")
-	}
-	if _, err := constants.ParseCaptureMode(string(opts.Mode)); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	switch opts.Transport {
-	case "":
-		opts.Transport = TransportAuto
-	case TransportAuto, TransportH2:
-	default:
-		return nil, fmt.Errorf("agent: invalid mesh transport %q: want %q or %q", opts.Transport, TransportAuto, TransportH2)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	if opts.PairFetchWindow == 0 {
-		opts.PairFetchWindow = DefaultPairFetchWindow
+	// The pairs first: the restored snapshot serves the twins of the
+	// live ones and of no other (#1033).
+	ps, err := newPairs(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.ProxyMetricsInterval == 0 {
-		opts.ProxyMetricsInterval = 10 * time.Second
-	}
+	opts.HTTP = opts.httpPath()
 	a := &Agent{opts: opts, log: opts.Logger, builder: NewBuilder(opts.Node, opts.Mode), metrics: m,
-		pairs: pairs{}, twins: map[string]servedTwin{}, subscribed: map[string]bool{}, streams: map[streamID]bool{}}
-	if opts.ProxyMetricsURL != "" {
-		a.traffic = newProxyTraffic(opts.ProxyMetricsURL)
-	}
-	if opts.Transport == TransportH2 && opts.HTTP != nil && opts.HTTP.EastWest {
-		// The h2 floor for this node's egress: no route may name a twin.
-		// Its QUIC inbounds stay (HTTPPath.H2Egress).
-		h := *opts.HTTP
-		h.H2Egress = true
-		a.opts.HTTP = &h
-	}
-	if ctl := opts.Controls; (ctl.QUICResumption || ctl.QUICInboundWildcard) && a.opts.HTTP != nil {
-		h := *a.opts.HTTP
-		h.QUICResumption, h.QUICInboundWildcard = ctl.QUICResumption, ctl.QUICInboundWildcard
-		a.opts.HTTP = &h
-	}
-	a.builder.HTTP = a.opts.HTTP
-	a.mux = &cache.MuxCache{
-		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
-		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
-		Caches:        make(map[string]cache.Cache, numTypes),
-	}
-	for i, typ := range typeURLs {
-		a.caches[i] = cache.NewLinearCache(typ, cache.WithLogger(cacheLogger(opts.Logger)))
-		a.mux.Caches[typ] = a.caches[i]
-	}
-	a.served = newHoldCache(a.mux)
+		pairs: ps, twins: map[string]servedTwin{}}
+	a.builder.HTTP = opts.HTTP
+	a.makeCaches()
 	if opts.StateDir != "" {
-		// The pairs first: the restored snapshot serves the twins of the
-		// live ones and of no other (#1033).
-		a.loadPairs()
 		// A restarted agent serves what it last published until its first
 		// registry read succeeds: a proxy that reconnects meanwhile gets
 		// the configuration it had, not an empty one. A state file that
@@ -271,6 +220,68 @@ func New(opts Options) (*Agent, error) {
 	}
 	time.AfterFunc(opts.PairFetchWindow, a.endFetchWindow)
 	return a, nil
+}
+
+// withDefaults checks opts and fills in what is left zero.
+func (opts Options) withDefaults() (Options, error) {
+	if opts.Node == "" {
+		return opts, errors.New("agent: node name is required")
+	}
+	if _, err := constants.ParseCaptureMode(string(opts.Mode)); err != nil {
+		return opts, fmt.Errorf("agent: %w", err)
+	}
+	switch opts.Transport {
+	case "":
+		opts.Transport = TransportAuto
+	case TransportAuto, TransportH2:
+	default:
+		return opts, fmt.Errorf("agent: invalid mesh transport %q: want %q or %q", opts.Transport, TransportAuto, TransportH2)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.PairFetchWindow == 0 {
+		opts.PairFetchWindow = pairs.DefaultFetchWindow
+	}
+	return opts, nil
+}
+
+// httpPath is the mTLS path the builder is given: opts.HTTP, or a copy
+// of it with the transport's and the controls' say, never opts.HTTP
+// changed in place.
+func (opts Options) httpPath() *HTTPPath {
+	h := opts.HTTP
+	if opts.Transport == TransportH2 && h != nil && h.EastWest {
+		// The h2 floor for this node's egress: no route may name a twin.
+		// Its QUIC inbounds stay (HTTPPath.H2Egress).
+		c := *h
+		c.H2Egress = true
+		h = &c
+	}
+	if ctl := opts.Controls; (ctl.QUICResumption || ctl.QUICInboundWildcard) && h != nil {
+		c := *h
+		c.QUICResumption, c.QUICInboundWildcard = ctl.QUICResumption, ctl.QUICInboundWildcard
+		h = &c
+	}
+	return h
+}
+
+// makeCaches makes one delta-native cache per resource type behind the
+// mux the ADS server serves, and the hold in front of it.
+func (a *Agent) makeCaches() {
+	a.mux = &cache.MuxCache{
+		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches:        make(map[string]cache.Cache, numTypes),
+	}
+	for i, typ := range typeURLs {
+		a.caches[i] = cache.NewLinearCache(typ, cache.WithLogger(cacheLogger(a.log)))
+		a.mux.Caches[typ] = a.caches[i]
+	}
+	a.served = newHoldCache(a.mux)
 }
 
 // LastGoodFile is the state dir's record of the last published snapshot.
@@ -424,63 +435,87 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // last good one, the refusal is counted per gate, and the error says why.
 func (a *Agent) Apply(st *registry.State) error {
 	a.mu.Lock()
-	err := a.applyLocked(st)
-	pruned := a.takePruned()
-	a.mu.Unlock()
-	a.judgeLater(pruned)
-	return err
+	defer a.mu.Unlock()
+	return a.applyLocked(st)
 }
 
 // applyLocked is Apply with a.mu held.
 func (a *Agent) applyLocked(st *registry.State) error {
 	version := fmt.Sprintf("v%d", a.serial+1)
 	a.last = st
+	out, twins, err := a.build(st, version)
+	if err != nil {
+		return err
+	}
+	if err := a.check(out, version); err != nil {
+		return err
+	}
+	if err := a.publish(out); err != nil {
+		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "publish", Err: err})
+	}
+	a.published(st, out, twins, version)
+	return nil
+}
+
+// build is st's output, the recorded pairs' twins overlaid, and those
+// twins; a refusal, counted, if the node's identities or the build fail.
+func (a *Agent) build(st *registry.State, version string) (*Output, map[string]servedTwin, error) {
 	if a.opts.Issuer != nil {
 		if err := a.opts.Issuer.Keep(LocalAccounts(st, a.opts.Node)); err != nil {
-			return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "identity", Err: err})
+			return nil, nil, a.refuse(&RefusedError{Node: a.opts.Node, Reason: "identity", Err: err})
 		}
 	}
 	out, err := a.builder.Build(st, version)
 	if err != nil {
 		// The builder starts over; its next build is a full one.
-		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
+		return nil, nil, a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
 	}
 	// A full publish sends what the cache holds against out, so the
 	// twins must be in out, or it would drop them.
-	twins, err := a.pairs.overlay(out, st, a.opts.Node, a.opts.HTTP, a.opts.Controls, a.twins)
+	twins, err := overlay(a.pairs.Twins(), out, st, a.opts.Node, a.opts.HTTP, a.opts.Controls, a.twins)
 	if err != nil {
 		a.resync = true
-		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
+		return nil, nil, a.refuse(&RefusedError{Node: a.opts.Node, Reason: "build", Err: err})
 	}
-	err = validate.Check(out.Resources)
+	return out, twins, nil
+}
+
+// check passes out through the config gates, or refuses it, counted per
+// failing gate. A test-only control may let it past the gates it breaks.
+func (a *Agent) check(out *Output, version string) error {
+	err := validate.Check(out.Resources)
 	if gates, ok := a.opts.Controls.passes(err); ok {
 		a.log.Warn("TEST ONLY: a test-only control publishes a snapshot the config gates refuse", "node", a.opts.Node, "version", version, "gates", gates, "err", err)
-		err = nil
+		return nil
 	}
-	if err != nil {
-		var ve *validate.Error
-		reason := "gate"
-		if errors.As(err, &ve) {
-			for _, g := range ve.Gates() {
-				a.metrics.refused.WithLabelValues(g).Inc()
-			}
-			reason = fmt.Sprint(ve.Gates())
+	if err == nil {
+		return nil
+	}
+	var ve *validate.Error
+	reason := "gate"
+	if errors.As(err, &ve) {
+		for _, g := range ve.Gates() {
+			a.metrics.refused.WithLabelValues(g).Inc()
 		}
-		// The builder has moved on to out, which is not served: the next
-		// build's changes would be relative to out, so the next publish
-		// is of the whole output.
-		a.resync = true
-		a.lastErr = &RefusedError{Node: a.opts.Node, Reason: reason, Err: err}
-		a.log.Error("snapshot refused", "node", a.opts.Node, "version", version, "keeping", a.version, "err", err)
-		return a.lastErr
+		reason = fmt.Sprint(ve.Gates())
 	}
-	if err := a.publish(out); err != nil {
-		return a.refuse(&RefusedError{Node: a.opts.Node, Reason: "publish", Err: err})
-	}
+	// The builder has moved on to out, which is not served: the next
+	// build's changes would be relative to out, so the next publish is
+	// of the whole output.
+	a.resync = true
+	a.lastErr = &RefusedError{Node: a.opts.Node, Reason: reason, Err: err}
+	a.log.Error("snapshot refused", "node", a.opts.Node, "version", version, "keeping", a.version, "err", err)
+	return a.lastErr
+}
+
+// published records out, just published from st, as what is served:
+// the pairs settle on st, the watches made before the first build are
+// answered, and the state dir is written.
+func (a *Agent) published(st *registry.State, out *Output, twins map[string]servedTwin, version string) {
 	a.serial++
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
 	a.state, a.twins = st, twins
-	a.settlePairs(time.Now())
+	a.settlePairs()
 	a.metrics.twins.Set(float64(len(twins)))
 	a.judgeUnjudged()
 	a.metrics.observe(out)
@@ -494,7 +529,6 @@ func (a *Agent) applyLocked(st *registry.State) error {
 		"clusters", len(out.Resources["type.googleapis.com/envoy.config.cluster.v3.Cluster"]),
 		"udp_arms", len(out.Selection.Arms), "udp_unsupported", len(out.Selection.Unsupported),
 		"pods_without_netns", len(out.PodsWithoutNetns))
-	return nil
 }
 
 // refuse is for refusals that are not gate failures; a.mu is held.
@@ -524,11 +558,7 @@ func (a *Agent) Run(ctx context.Context, src registry.Source) error {
 		defer cancel()
 		changed = ch
 	}
-	if a.traffic != nil {
-		go a.traffic.sampleEvery(ctx, a.opts.ProxyMetricsInterval, func(err error) {
-			a.log.Warn("failed to sample the proxy's metrics", "err", err)
-		})
-	}
+	go a.pairs.SampleProxy(ctx)
 	updates := src.Watch(ctx)
 	for {
 		select {

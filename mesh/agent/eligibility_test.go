@@ -51,8 +51,8 @@ func TestOnDemandRefusesWaypointedDestination(t *testing.T) {
 	if n := testutil.ToFloat64(a.metrics.odcdsRefused.WithLabelValues(RefusedWaypointed)); n != 1 {
 		t.Fatalf("refused{%s} = %v, want 1", RefusedWaypointed, n)
 	}
-	if len(a.pairs) != 0 {
-		t.Fatalf("a waypointed destination recorded pairs %v", a.pairs)
+	if len(a.Pairs()) != 0 {
+		t.Fatalf("a waypointed destination recorded pairs %v", a.Pairs())
 	}
 }
 

@@ -21,15 +21,7 @@ type Metrics struct {
 	odcdsAdmitted prometheus.Counter
 	odcdsRefused  *prometheus.CounterVec
 	twins         prometheus.Gauge
-	// The pair lifecycle (pairs.go). pairsAdmitted and pairsRefused move
-	// with odcdsAdmitted and the sum of odcdsRefused.
-	pairs            *prometheus.GaugeVec
-	pairsAdmitted    prometheus.Counter
-	pairsRefused     prometheus.Counter
-	pairsPruned      *prometheus.CounterVec
-	pairsPrunedLive  prometheus.Counter
-	pairStateCorrupt prometheus.Counter
-	fetchWindowOpen  prometheus.Gauge
+	// The pair lifecycle's series are package pairs'.
 }
 
 var unsupportedReasons = []string{ReasonWeightedSplit, ReasonMultipleRules, ReasonBackendKind, ReasonParentConflict}
@@ -54,23 +46,8 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Cluster names a proxy subscribed to on demand that the agent answered absent, by reason."}, []string{"reason"}),
 		twins: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_twins",
 			Help: "QUIC twins served: recorded (source account, destination) pairs the registry still admits."}),
-		pairs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "aether_agent_pairs",
-			Help: "Recorded QUIC pairs, by state: live, or dormant (source or destination away, twin withdrawn, pair kept)."}, []string{"state"}),
-		pairsAdmitted: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pairs_admitted_total",
-			Help: "QUIC pairs admitted on a twin subscribed by name (as aether_agent_odcds_admitted_total)."}),
-		pairsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pairs_refused_total",
-			Help: "Cluster names subscribed on demand and answered absent (the sum of aether_agent_odcds_refused_total)."}),
-		pairsPruned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aether_agent_pairs_pruned_total",
-			Help: "QUIC pairs pruned with their twin, by reason."}, []string{"reason"}),
-		pairsPrunedLive: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pairs_pruned_live_total",
-			Help: "Pruned pairs whose twin served a request in the minute before (by the proxy's metrics with --proxy-metrics-url, else by evidence of use), for a dormant pair since it went dormant; must stay 0."}),
-		pairStateCorrupt: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pair_state_corrupt_total",
-			Help: "Unusable observed-upstreams.json files moved aside at start."}),
-		fetchWindowOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_pairs_fetch_window_open",
-			Help: "1 until the pair fetch window after start has ended and its prunes are done, then 0."}),
 	}
-	for _, c := range []prometheus.Collector{m.published, m.refused, m.unsupported, m.noHealthy, m.udpArms, m.podsNoNetns, m.odcdsAdmitted, m.odcdsRefused, m.twins,
-		m.pairs, m.pairsAdmitted, m.pairsRefused, m.pairsPruned, m.pairsPrunedLive, m.pairStateCorrupt, m.fetchWindowOpen} {
+	for _, c := range []prometheus.Collector{m.published, m.refused, m.unsupported, m.noHealthy, m.udpArms, m.podsNoNetns, m.odcdsAdmitted, m.odcdsRefused, m.twins} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register agent metric: %w", err)
 		}
@@ -81,12 +58,6 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range refusedReasons {
 		m.odcdsRefused.WithLabelValues(r)
 	}
-	for _, r := range prunedReasons {
-		m.pairsPruned.WithLabelValues(r)
-	}
-	m.pairs.WithLabelValues(PairLive)
-	m.pairs.WithLabelValues(PairDormant)
-	m.fetchWindowOpen.Set(1)
 	return m, nil
 }
 

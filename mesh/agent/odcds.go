@@ -83,7 +83,7 @@ func (a *Agent) withdrawsLiveTwin(typ string, sub cache.Subscription) bool {
 	var held map[string]types.Resource
 	for name := range sub.ReturnedResources() {
 		t, err := xdsnames.ParseTwin(name)
-		if err != nil || a.pairs[t] == nil || a.pairs[t].dormant {
+		if err != nil || !a.pairs.Live(t) {
 			continue
 		}
 		if held == nil {
@@ -174,7 +174,7 @@ func (a *Agent) admitLocked(names []string) (refused []string) {
 		if name == "*" || a.serves(name) {
 			continue
 		}
-		if t, err := xdsnames.ParseTwin(name); err == nil && a.pairs[t] != nil && a.pairs[t].dormant {
+		if t, err := xdsnames.ParseTwin(name); err == nil && a.pairs.Dormant(t) {
 			// Re-subscribed while dormant: its twin is not served until
 			// the pair is live again, then without a request. Stated
 			// absent, as it is, but not refused: the pair stays.
@@ -185,13 +185,12 @@ func (a *Agent) admitLocked(names []string) (refused []string) {
 		reason := a.admitTwin(name)
 		if reason != "" {
 			a.metrics.odcdsRefused.WithLabelValues(reason).Inc()
-			a.metrics.pairsRefused.Inc()
+			a.pairs.CountRefusal()
 			a.log.Info("on-demand cluster refused", "cluster", name, "reason", reason)
 			refused = append(refused, name)
 			continue
 		}
 		a.metrics.odcdsAdmitted.Inc()
-		a.metrics.pairsAdmitted.Inc()
 		a.metrics.twins.Set(float64(len(a.twins)))
 		a.log.Info("on-demand twin admitted", "cluster", name, "took", time.Since(start))
 	}
@@ -252,14 +251,7 @@ func (a *Agent) admitTwin(name string) string {
 		a.log.Error("failed to publish a twin", "cluster", name, "err", err)
 		return RefusedPublish
 	}
-	if p := a.pairs[t]; p != nil {
-		p.seen(EvidenceSubscribed, time.Now())
-	} else {
-		// Asked for by name: the stream holds a subscription for it.
-		a.pairs[t] = &pair{evidence: EvidenceSubscribed, lastSeen: time.Now(), fetched: true}
-		a.subscribed[name] = true
-		a.savePairs()
-	}
+	a.pairs.Admit(t)
 	a.twins[name] = tw
 	a.current = next
 	return ""

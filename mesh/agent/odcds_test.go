@@ -190,8 +190,8 @@ func TestOnDemandRefusalsAnsweredAbsent(t *testing.T) {
 			if n := testutil.ToFloat64(a.metrics.odcdsRefused.WithLabelValues(c.reason)); n != 1 {
 				t.Fatalf("refused{%s} = %v, want 1", c.reason, n)
 			}
-			if len(a.pairs) != 0 || testutil.ToFloat64(a.metrics.odcdsAdmitted) != 0 {
-				t.Fatalf("a refused name recorded pairs %v", a.pairs)
+			if len(a.Pairs()) != 0 || testutil.ToFloat64(a.metrics.odcdsAdmitted) != 0 {
+				t.Fatalf("a refused name recorded pairs %v", a.Pairs())
 			}
 		})
 	}

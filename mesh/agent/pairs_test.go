@@ -6,10 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/aether-mesh/aether/mesh/agent/pairs"
 	"github.com/aether-mesh/aether/mesh/agent/pairstate"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/registry"
@@ -99,13 +97,32 @@ func persisted(t *testing.T, a *Agent) (live, dormant []string) {
 }
 
 // pairOf is the status of twin, or nil.
-func pairOf(a *Agent, twin string) *PairStatus {
+func pairOf(a *Agent, twin string) *pairs.Status {
 	for _, p := range a.Pairs() {
 		if p.Twin == twin {
 			return &p
 		}
 	}
 	return nil
+}
+
+// gathered is the value of a's metric name whose one label is label, read
+// from the registry a serves, as /metrics shows it.
+func gathered(t *testing.T, a *Agent, name, label string) float64 {
+	t.Helper()
+	fams, err := a.opts.Registerer.(prometheus.Gatherer).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == name && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no metric %s{%q}", name, label)
+	return 0
 }
 
 func twinServed(a *Agent, name string) bool {
@@ -122,14 +139,12 @@ func freshStream(a *Agent, id int64, subscribe, held []string) {
 	for _, n := range held {
 		req.InitialResourceVersions[n] = "1"
 	}
-	a.cdsRequest(streamID{stream: id}, req)
+	a.cdsRequest(pairs.StreamID{Stream: id}, req)
 }
 
 var (
 	twinAB   = xdsnames.TwinCluster(xdsnames.Twin{Service: "svc-a", Namespace: "demo", SA: "backend", SANamespace: "demo"})
-	pruneLbl = func(a *Agent, reason string) float64 {
-		return testutil.ToFloat64(a.metrics.pairsPruned.WithLabelValues(reason))
-	}
+	pruneLbl = func(a *Agent, reason string) float64 { return a.Counts().Pruned[reason] }
 )
 
 // TestPairsCarriedOverARestart: an admitted pair is persisted at once; an
@@ -148,39 +163,15 @@ func TestPairsCarriedOverARestart(t *testing.T) {
 
 	a.Flush()
 	b := pairAgent(t, dir, Options{})
-	if got := pairOf(b, twinA); got == nil || got.State != PairLive || got.Evidence != EvidencePersisted || got.LastSeen != "" {
+	if got := pairOf(b, twinA); got == nil || got.State != pairs.Live || got.Evidence != pairs.EvidencePersisted || got.LastSeen != "" {
 		t.Fatalf("restarted agent's pair = %+v, want live, persisted, never seen", got)
 	}
 	mustApply(t, b, scenario(t))
 	if !twinServed(b, twinA) {
 		t.Fatalf("%s not served by the restarted agent's first build", twinA)
 	}
-	if n := testutil.ToFloat64(b.metrics.pairs.WithLabelValues(PairLive)); n != 1 {
+	if n := gathered(t, b, "aether_agent_pairs", pairs.Live); n != 1 {
 		t.Fatalf("aether_agent_pairs{state=live} = %v, want 1", n)
-	}
-}
-
-// TestCorruptPairStateMovedAside: an unusable state file is counted, moved
-// aside (kept, not replaced), and the agent starts with no pairs.
-func TestCorruptPairStateMovedAside(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, pairstate.File)
-	if err := os.WriteFile(path, []byte(`{"quic_pairs": ["quic:svc-a.demo@client.demo"], "extra": 1}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	a := pairAgent(t, dir, Options{})
-	if n := testutil.ToFloat64(a.metrics.pairStateCorrupt); n != 1 {
-		t.Fatalf("aether_agent_pair_state_corrupt_total = %v, want 1", n)
-	}
-	if ps := a.Pairs(); len(ps) != 0 {
-		t.Fatalf("pairs = %+v, want none from a corrupt file", ps)
-	}
-	aside, _ := filepath.Glob(path + ".corrupt-*")
-	if len(aside) != 1 {
-		t.Fatalf("moved-aside files = %v, want one", aside)
-	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("%s still in place: %v", path, err)
 	}
 }
 
@@ -209,13 +200,13 @@ func TestHeldTwinAdmitsNothingUnlessPersisted(t *testing.T) {
 	if removed := resp.GetRemovedResources(); !slices.Contains(removed, twinB) || slices.Contains(removed, twinA) {
 		t.Fatalf("removed_resources = %v, want %s (held, not persisted) and not %s", removed, twinB, twinA)
 	}
-	if got := pairOf(b, twinA); got == nil || got.Evidence != EvidenceHeld || got.LastSeen == "" {
+	if got := pairOf(b, twinA); got == nil || got.Evidence != pairs.EvidenceHeld || got.LastSeen == "" {
 		t.Fatalf("%s = %+v, want evidence held, seen", twinA, got)
 	}
 	if got := pairOf(b, twinB); got != nil {
 		t.Fatalf("%s = %+v, want no pair for a twin only held", twinB, got)
 	}
-	if n := testutil.ToFloat64(b.metrics.pairsAdmitted); n != 0 {
+	if n := b.Counts().Admitted; n != 0 {
 		t.Fatalf("aether_agent_pairs_admitted_total = %v, want 0: holding admits nothing", n)
 	}
 }
@@ -229,10 +220,10 @@ func TestReSubscribedTwinAdmitted(t *testing.T) {
 	if got := resourceNames(s.recv()); !slices.Contains(got, twinA) {
 		t.Fatalf("first response = %v, want %s", got, twinA)
 	}
-	if got := pairOf(a, twinA); got == nil || got.State != PairLive || got.Evidence != EvidenceSubscribed {
+	if got := pairOf(a, twinA); got == nil || got.State != pairs.Live || got.Evidence != pairs.EvidenceSubscribed {
 		t.Fatalf("%s = %+v, want live, subscribed", twinA, got)
 	}
-	if n, m := testutil.ToFloat64(a.metrics.pairsAdmitted), testutil.ToFloat64(a.metrics.odcdsAdmitted); n != 1 || m != 1 {
+	if n, m := a.Counts().Admitted, testutil.ToFloat64(a.metrics.odcdsAdmitted); n != 1 || m != 1 {
 		t.Fatalf("pairs admitted %v, odcds admitted %v, want 1 and 1", n, m)
 	}
 }
@@ -278,7 +269,7 @@ func TestDormantPairs(t *testing.T) {
 			if twinServed(a, c.twin) {
 				t.Fatalf("%s still served while its pair is away", c.twin)
 			}
-			if got := pairOf(a, c.twin); got == nil || got.State != PairDormant {
+			if got := pairOf(a, c.twin); got == nil || got.State != pairs.Dormant {
 				t.Fatalf("%s = %+v, want dormant", c.twin, got)
 			}
 			if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{c.twin}) {
@@ -288,10 +279,10 @@ func TestDormantPairs(t *testing.T) {
 			if !twinServed(a, c.twin) {
 				t.Fatalf("%s not republished when its pair came back", c.twin)
 			}
-			if got := pairOf(a, c.twin); got == nil || got.State != PairLive {
+			if got := pairOf(a, c.twin); got == nil || got.State != pairs.Live {
 				t.Fatalf("%s = %+v, want live again", c.twin, got)
 			}
-			if n := testutil.ToFloat64(a.metrics.pairsAdmitted); n != 1 {
+			if n := a.Counts().Admitted; n != 1 {
 				t.Fatalf("aether_agent_pairs_admitted_total = %v, want 1: the return needs no request", n)
 			}
 		})
@@ -330,12 +321,12 @@ func TestSourceSandboxLeavesFirst(t *testing.T) {
 		if twinServed(a, name) {
 			t.Fatalf("%s: %s still served", step.name, name)
 		}
-		if got := pairOf(a, name); got == nil || got.State != PairDormant {
+		if got := pairOf(a, name); got == nil || got.State != pairs.Dormant {
 			t.Fatalf("%s: %s = %+v, want dormant", step.name, name, got)
 		}
 	}
 	mustApply(t, a, st)
-	if !twinServed(a, name) || pairOf(a, name).State != PairLive {
+	if !twinServed(a, name) || pairOf(a, name).State != pairs.Live {
 		t.Fatalf("%s not live and served once web-0 is back", name)
 	}
 }
@@ -361,8 +352,8 @@ func TestRemovedPairDroppedWhenNotSubscribed(t *testing.T) {
 	if got := pairOf(a, twinA); got != nil {
 		t.Fatalf("%s = %+v, want dropped", twinA, got)
 	}
-	if n := pruneLbl(a, PrunedOnRemoval); n != 1 {
-		t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedOnRemoval, n)
+	if n := pruneLbl(a, pairs.PrunedOnRemoval); n != 1 {
+		t.Fatalf("pruned{reason=%s} = %v, want 1", pairs.PrunedOnRemoval, n)
 	}
 }
 
@@ -381,11 +372,11 @@ func TestRemovedHeldPairGoesDormant(t *testing.T) {
 	mustApply(t, a, st)
 	freshStream(a, 1, nil, []string{twinA})
 	mustApply(t, a, removeClient(st))
-	if got := pairOf(a, twinA); got == nil || got.State != PairDormant {
+	if got := pairOf(a, twinA); got == nil || got.State != pairs.Dormant {
 		t.Fatalf("%s = %+v, want dormant", twinA, got)
 	}
-	if n := pruneLbl(a, PrunedOnRemoval); n != 0 {
-		t.Fatalf("pruned{reason=%s} = %v, want 0", PrunedOnRemoval, n)
+	if n := pruneLbl(a, pairs.PrunedOnRemoval); n != 0 {
+		t.Fatalf("pruned{reason=%s} = %v, want 0", pairs.PrunedOnRemoval, n)
 	}
 	mustApply(t, a, st)
 	if !twinServed(a, twinA) {
@@ -412,8 +403,8 @@ func TestDropPairOnRemovalControl(t *testing.T) {
 	if live, dormant := persisted(t, a); len(live)+len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want nothing", live, dormant)
 	}
-	if n := pruneLbl(a, PrunedOnRemoval); n != 1 {
-		t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedOnRemoval, n)
+	if n := pruneLbl(a, pairs.PrunedOnRemoval); n != 1 {
+		t.Fatalf("pruned{reason=%s} = %v, want 1", pairs.PrunedOnRemoval, n)
 	}
 }
 
@@ -432,10 +423,10 @@ func TestDormantPrunedOnlyWhenNotResubscribed(t *testing.T) {
 	if resp := s.recv(); !slices.Contains(resp.GetRemovedResources(), twinA) && !slices.Contains(s.recv().GetRemovedResources(), twinA) {
 		t.Fatalf("re-subscribed dormant %s not answered absent", twinA)
 	}
-	if got := pairOf(a, twinA); got == nil || got.State != PairDormant || got.Evidence != EvidenceSubscribed {
+	if got := pairOf(a, twinA); got == nil || got.State != pairs.Dormant || got.Evidence != pairs.EvidenceSubscribed {
 		t.Fatalf("%s = %+v, want dormant, subscribed", twinA, got)
 	}
-	if n := testutil.ToFloat64(a.metrics.pairsRefused); n != 0 {
+	if n := a.Counts().Refused; n != 0 {
 		t.Fatalf("aether_agent_pairs_refused_total = %v, want 0 for a dormant pair", n)
 	}
 
@@ -445,8 +436,8 @@ func TestDormantPrunedOnlyWhenNotResubscribed(t *testing.T) {
 	if got := pairOf(a, twinA); got != nil {
 		t.Fatalf("%s = %+v after a fresh stream that does not re-subscribe it, want pruned", twinA, got)
 	}
-	if n := pruneLbl(a, PrunedNotResubscribed); n != 1 {
-		t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedNotResubscribed, n)
+	if n := pruneLbl(a, pairs.PrunedNotResubscribed); n != 1 {
+		t.Fatalf("pruned{reason=%s} = %v, want 1", pairs.PrunedNotResubscribed, n)
 	}
 	if live, dormant := persisted(t, a); len(live)+len(dormant) != 0 {
 		t.Fatalf("persisted live %v dormant %v, want nothing", live, dormant)
@@ -474,7 +465,7 @@ func TestFetchWindow(t *testing.T) {
 		freshStream(a, 1, []string{twinAB}, []string{twinA})
 		time.Sleep(59 * time.Second)
 		synctest.Wait()
-		if n := pruneLbl(a, PrunedFetchWindow); n != 0 {
+		if n := pruneLbl(a, pairs.PrunedFetchWindow); n != 0 {
 			t.Fatalf("pruned before the window ended: %v", n)
 		}
 		time.Sleep(2 * time.Second)
@@ -485,13 +476,13 @@ func TestFetchWindow(t *testing.T) {
 		if pairOf(a, twinA) == nil || !twinServed(a, twinA) {
 			t.Fatalf("held %s pruned", twinA)
 		}
-		if got := pairOf(a, twinAB); got == nil || got.State != PairDormant {
+		if got := pairOf(a, twinAB); got == nil || got.State != pairs.Dormant {
 			t.Fatalf("dormant %s = %+v, want kept", twinAB, got)
 		}
-		if n := pruneLbl(a, PrunedFetchWindow); n != 1 {
-			t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedFetchWindow, n)
+		if n := pruneLbl(a, pairs.PrunedFetchWindow); n != 1 {
+			t.Fatalf("pruned{reason=%s} = %v, want 1", pairs.PrunedFetchWindow, n)
 		}
-		if n := testutil.ToFloat64(a.metrics.pairsPrunedLive); n != 0 {
+		if n := a.Counts().PrunedLive; n != 0 {
 			t.Fatalf("pruned_live = %v, want 0: the pruned pair showed no use", n)
 		}
 		if live, dormant := persisted(t, a); !slices.Equal(live, []string{twinA}) || !slices.Equal(dormant, []string{twinAB}) {
@@ -509,7 +500,7 @@ func TestFetchWindowSparesDormantWithoutEvidence(t *testing.T) {
 		if pairOf(a, twinA) != nil {
 			t.Fatalf("%s kept with no evidence of use", twinA)
 		}
-		if got := pairOf(a, twinAB); got == nil || got.State != PairDormant {
+		if got := pairOf(a, twinAB); got == nil || got.State != pairs.Dormant {
 			t.Fatalf("dormant %s = %+v, want kept: the fetch window never prunes a dormant pair", twinAB, got)
 		}
 	})
@@ -523,7 +514,7 @@ func TestPruneUnfetchedSinceStartControl(t *testing.T) {
 	windowAgent(t, []string{twinA, twinB}, nil, Controls{PruneUnfetchedSinceStart: true}, func(a *Agent) {
 		freshStream(a, 1, []string{twinA}, []string{twinA})
 		time.Sleep(30 * time.Second)
-		a.cdsRequest(streamID{stream: 1}, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
+		a.cdsRequest(pairs.StreamID{Stream: 1}, &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}})
 		if refused := a.admit([]string{twinB}); len(refused) != 0 {
 			t.Fatalf("refused %v", refused)
 		}
@@ -535,108 +526,13 @@ func TestPruneUnfetchedSinceStartControl(t *testing.T) {
 		if pairOf(a, twinB) == nil {
 			t.Fatalf("%s pruned though fetched since start", twinB)
 		}
-		if n := pruneLbl(a, PrunedUnfetchedSinceStart); n != 1 {
-			t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedUnfetchedSinceStart, n)
+		if n := pruneLbl(a, pairs.PrunedUnfetchedSinceStart); n != 1 {
+			t.Fatalf("pruned{reason=%s} = %v, want 1", pairs.PrunedUnfetchedSinceStart, n)
 		}
-		if n := testutil.ToFloat64(a.metrics.pairsPrunedLive); n != 1 {
+		if n := a.Counts().PrunedLive; n != 1 {
 			t.Fatalf("pruned_live = %v, want 1: %s showed use within the minute", n, twinA)
 		}
 	})
-}
-
-// TestPrunedLiveByProxyMetrics: with the proxy's metrics, a prune counts
-// as live when the twin's request counter grew since the minute before,
-// and not for a twin whose counter stood still or only counted 503 NC.
-func TestPrunedLiveByProxyMetrics(t *testing.T) {
-	var body string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }))
-	defer srv.Close()
-	metric := func(a, b, nc int) string {
-		return "# TYPE aether_proxy_http_requests_total counter\n" +
-			"aether_proxy_http_requests_total{listener=\"out\",cluster=\"" + twinA + "\",code=\"200\",flags=\"-\"} " + strconv.Itoa(a) + "\n" +
-			"aether_proxy_http_requests_total{listener=\"out\",cluster=\"" + twinB + "\",code=\"200\",flags=\"-\"} " + strconv.Itoa(b) + "\n" +
-			"aether_proxy_http_requests_total{listener=\"out\",cluster=\"" + twinB + "\",code=\"503\",flags=\"NC\"} " + strconv.Itoa(nc) + "\n"
-	}
-	dir := t.TempDir()
-	persist(t, dir, []string{twinA, twinB}, nil)
-	a := pairAgent(t, dir, Options{ProxyMetricsURL: srv.URL})
-	body = metric(5, 7, 0)
-	if err := a.traffic.sample(t.Context(), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	body = metric(6, 7, 3)
-	mustApply(t, a, scenario(t))
-	a.endFetchWindow()
-	if n := pruneLbl(a, PrunedFetchWindow); n != 2 {
-		t.Fatalf("pruned{reason=%s} = %v, want 2", PrunedFetchWindow, n)
-	}
-	if n := testutil.ToFloat64(a.metrics.pairsPrunedLive); n != 1 {
-		t.Fatalf("pruned_live = %v, want 1: only %s served a request", n, twinA)
-	}
-}
-
-// TestDormantPruneJudgedSinceDormant: a pair pruned dormant (a new proxy
-// generation not re-subscribing it) is judged on what its twin served
-// after it went dormant, not on the requests its source sent before
-// leaving, even when the prune comes seconds after them and the sample
-// that first sees them is taken after the pair went dormant (as the
-// prune's own sample is). A twin whose count grows after a sample taken
-// while it is dormant is still counted as served.
-func TestDormantPruneJudgedSinceDormant(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		metrics  bool
-		whileOut bool
-		want     float64
-	}{
-		{"proxy metrics, served before it went dormant", true, false, 0},
-		{"proxy metrics, served while dormant", true, true, 1},
-		{"evidence of use, before it went dormant", false, false, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := 5
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				_, _ = io.WriteString(w, "# TYPE aether_proxy_http_requests_total counter\n"+
-					"aether_proxy_http_requests_total{listener=\"out\",cluster=\""+twinA+"\",code=\"200\",flags=\"-\"} "+strconv.Itoa(n)+"\n")
-			}))
-			defer srv.Close()
-			var opts Options
-			if c.metrics {
-				opts.ProxyMetricsURL = srv.URL
-			}
-			a := pairAgent(t, t.TempDir(), opts)
-			st := scenario(t)
-			mustApply(t, a, st)
-			freshStream(a, 1, nil, nil)
-			if c.metrics {
-				if err := a.traffic.sample(t.Context(), time.Now()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if refused := a.admit([]string{twinA}); len(refused) != 0 {
-				t.Fatalf("refused %v", refused)
-			}
-			n++ // client-0's request over the twin, before it leaves
-			mustApply(t, a, removeClient(st))
-			if got := pairOf(a, twinA); got == nil || got.State != PairDormant {
-				t.Fatalf("%s = %+v, want dormant", twinA, got)
-			}
-			if c.whileOut {
-				if err := a.traffic.sample(t.Context(), time.Now()); err != nil {
-					t.Fatal(err)
-				}
-				n++
-			}
-			freshStream(a, 2, nil, nil)
-			a.Flush()
-			if got := pruneLbl(a, PrunedNotResubscribed); got != 1 {
-				t.Fatalf("pruned{reason=%s} = %v, want 1", PrunedNotResubscribed, got)
-			}
-			if got := testutil.ToFloat64(a.metrics.pairsPrunedLive); got != c.want {
-				t.Fatalf("pruned_live = %v, want %v", got, c.want)
-			}
-		})
-	}
 }
 
 // TestDebugPairs: /debug/pairs lists every pair, sorted by twin, with its
@@ -650,13 +546,13 @@ func TestDebugPairs(t *testing.T) {
 	rec := httptest.NewRecorder()
 	a.DebugHandler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pairs", nil))
 	var got struct {
-		Pairs  []PairStatus `json:"pairs"`
-		Counts PairCounts   `json:"counts"`
+		Pairs  []pairs.Status `json:"pairs"`
+		Counts pairs.Counts   `json:"counts"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatalf("/debug/pairs = %s: %v", rec.Body, err)
 	}
-	if c := got.Counts; c.Live != 2 || c.Dormant != 1 || c.PrunedLive != 0 || len(c.Pruned) != len(prunedReasons) {
+	if c := got.Counts; c.Live != 2 || c.Dormant != 1 || c.PrunedLive != 0 || len(c.Pruned) != len(pairs.PrunedReasons) {
 		t.Fatalf("counts = %+v, want 2 live, 1 dormant, every prune reason listed", c)
 	}
 	var twins []string
@@ -667,13 +563,13 @@ func TestDebugPairs(t *testing.T) {
 		t.Fatalf("twins = %v, want %v", twins, want)
 	}
 	ab, tA, tB := got.Pairs[0], got.Pairs[1], got.Pairs[2]
-	if ab.Source != "backend.demo" || ab.Destination != "svc-a.demo" || ab.State != PairDormant || ab.Evidence != EvidenceSubscribed {
+	if ab.Source != "backend.demo" || ab.Destination != "svc-a.demo" || ab.State != pairs.Dormant || ab.Evidence != pairs.EvidenceSubscribed {
 		t.Fatalf("%s = %+v", twinAB, ab)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, tA.LastSeen); err != nil || tA.Evidence != EvidenceHeld || tA.State != PairLive {
+	if _, err := time.Parse(time.RFC3339Nano, tA.LastSeen); err != nil || tA.Evidence != pairs.EvidenceHeld || tA.State != pairs.Live {
 		t.Fatalf("%s = %+v (%v), want live, held, an RFC 3339 last_seen", twinA, tA, err)
 	}
-	if tB.Evidence != EvidencePersisted || tB.LastSeen != "" {
+	if tB.Evidence != pairs.EvidencePersisted || tB.LastSeen != "" {
 		t.Fatalf("%s = %+v, want persisted with no last_seen", twinB, tB)
 	}
 }
@@ -703,47 +599,5 @@ func BenchmarkAdmitPersisted(b *testing.B) {
 		b.StopTimer()
 		a.Flush()
 		b.StartTimer()
-	}
-}
-
-// TestPairWritesNeverLandOutOfOrder: a write of an older pair set that
-// starts after a newer one landed leaves the newer on disk.
-func TestPairWritesNeverLandOutOfOrder(t *testing.T) {
-	a := pairAgent(t, t.TempDir(), Options{})
-	older := pairstate.State{Live: []xdsnames.Twin{{Service: "svc-a", Namespace: "demo", SA: "client", SANamespace: "demo"}}}
-	newer := pairstate.State{Dormant: older.Live}
-	a.background.Add(2)
-	a.writePairs(2, newer)
-	a.writePairs(1, older)
-	if live, dormant := persisted(t, a); len(live) != 0 || !slices.Equal(dormant, []string{twinA}) {
-		t.Fatalf("persisted live %v dormant %v, want the newer set: dormant [%s]", live, dormant, twinA)
-	}
-}
-
-// TestProxyTrafficSamples: a twin served a request when its count grew
-// between two samples, or restarted from 0 and counted again (a new proxy
-// process); the first sample is a baseline, and a count that stands still
-// is not service.
-func TestProxyTrafficSamples(t *testing.T) {
-	var n int
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "# TYPE aether_proxy_http_requests_total counter\n"+
-			"aether_proxy_http_requests_total{listener=\"out\",cluster=\""+twinA+"\",code=\"200\",flags=\"-\"} "+strconv.Itoa(n)+"\n")
-	}))
-	defer srv.Close()
-	p := newProxyTraffic(srv.URL)
-	at := time.Unix(1000, 0)
-	for i, c := range []struct {
-		count  int
-		served bool
-	}{{5, false}, {5, false}, {6, true}, {2, true}, {2, false}, {0, false}} {
-		n = c.count
-		now := at.Add(time.Duration(i) * time.Minute)
-		if err := p.sample(t.Context(), now); err != nil {
-			t.Fatal(err)
-		}
-		if got := p.servedSince(twinA, now, time.Time{}); got != c.served {
-			t.Fatalf("sample %d (count %d): served = %v, want %v", i, c.count, got, c.served)
-		}
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+
+	"github.com/aether-mesh/aether/mesh/agent/pairs"
 )
 
 // Listen opens the xDS listen address: "unix:///path/to/sock" or a loopback
@@ -75,11 +77,11 @@ func (a *Agent) NewGRPCServer(ctx context.Context) *grpc.Server {
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
 			if req.GetTypeUrl() == resource.ClusterType {
-				a.cdsRequest(streamID{srv, id}, req)
+				a.cdsRequest(pairs.StreamID{Server: srv, Stream: id}, req)
 			}
 			return nil
 		},
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { a.streamClosed(streamID{srv, id}) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { a.pairs.StreamClosed(pairs.StreamID{Server: srv, Stream: id}) },
 	})
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, xds)
 	return gs
@@ -104,8 +106,8 @@ func (a *Agent) DebugHandler(reg *prometheus.Registry) http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(struct {
-			Pairs  []PairStatus `json:"pairs"`
-			Counts PairCounts   `json:"counts"`
+			Pairs  []pairs.Status `json:"pairs"`
+			Counts pairs.Counts   `json:"counts"`
 		}{a.Pairs(), a.Counts()})
 	})
 	return mux

@@ -134,28 +134,21 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 	return servedTwin{c, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{loc}}}, "", nil
 }
 
-// pairs is the agent's record of the (source account, destination) pairs
-// that dialled: each was admitted over on-demand CDS or carried over from
-// the state dir, and its twin is published for as long as st admits it.
-// A pair outlives a twin that goes, dormant, since the proxy keeps its
-// on-demand subscription for the life of its process and never asks again
-// (pairs.go; ARCHITECTURE.md, "Pair lifecycle").
-type pairs map[xdsnames.Twin]*pair
-
 // servedTwin is a twin as published: its cluster and load assignment.
 type servedTwin [2]types.Resource
 
-// overlay adds the twins of every recorded pair st admits to out, and to
-// its changes against served (what the cache holds for twins now): a twin
-// whose messages moved is updated, one no longer admissible removed. It
-// returns the twins out serves. out's lists and maps belong to the builder,
-// so they are copied, never appended to in place.
-func (ps pairs) overlay(out *Output, st *registry.State, node string, http *HTTPPath, ctl Controls, served map[string]servedTwin) (map[string]servedTwin, error) {
-	if len(ps) == 0 && len(served) == 0 {
+// overlay adds the twin of every recorded pair (package pairs) st admits
+// to out, and to its changes against served (what the cache holds for
+// twins now): a twin whose messages moved is updated, one no longer
+// admissible removed. It returns the twins out serves. out's lists and
+// maps belong to the builder, so they are copied, never appended to in
+// place.
+func overlay(recorded []xdsnames.Twin, out *Output, st *registry.State, node string, http *HTTPPath, ctl Controls, served map[string]servedTwin) (map[string]servedTwin, error) {
+	if len(recorded) == 0 && len(served) == 0 {
 		return served, nil
 	}
-	next := make(map[string]servedTwin, len(ps))
-	for t := range ps {
+	next := make(map[string]servedTwin, len(recorded))
+	for _, t := range recorded {
 		tw, reason, err := twinFor(st, node, http, ctl, t)
 		if err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aether-mesh/aether/mesh/agent"
+	"github.com/aether-mesh/aether/mesh/agent/pairs"
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy"
 	"github.com/aether-mesh/aether/mesh/proxy/ondemand"
@@ -109,7 +110,7 @@ func (r *pairRig) apply(st *registry.State) {
 	}
 }
 
-func (r *pairRig) pair(twin string) *agent.PairStatus {
+func (r *pairRig) pair(twin string) *pairs.Status {
 	for _, p := range r.a.Pairs() {
 		if p.Twin == twin {
 			return &p
@@ -162,7 +163,7 @@ func TestPairLifecycleAgainstTheProxy(t *testing.T) {
 			r.start(c.ctl) // the agent restarts under the proxy
 			waitFor(t, "the fresh stream to re-subscribe "+twin, func() bool {
 				s := r.pair(twin)
-				return s != nil && s.Evidence == agent.EvidenceSubscribed
+				return s != nil && s.Evidence == pairs.EvidenceSubscribed
 			})
 			if p.Active(twin) == nil {
 				t.Fatalf("%s lost across the agent restart", twin)
@@ -184,7 +185,7 @@ func TestPairLifecycleAgainstTheProxy(t *testing.T) {
 			if err := p.OnDemand().Await(ctx, twin); err != nil {
 				t.Fatalf("Await(%s) after the return = %v", twin, err)
 			}
-			if s := r.pair(twin); s == nil || s.State != agent.PairLive {
+			if s := r.pair(twin); s == nil || s.State != pairs.Live {
 				t.Fatalf("pair after the return = %+v, want live", s)
 			}
 			if n := counter(t, r.reg, "aether_agent_pairs_admitted_total", "", ""); n != 0 {
@@ -219,7 +220,7 @@ func TestFetchWindowAgainstTheProxy(t *testing.T) {
 			r.startWindow(c.ctl, time.Second)
 			waitFor(t, "the fresh stream to re-subscribe "+twin, func() bool {
 				s := r.pair(twin)
-				return s != nil && s.Evidence == agent.EvidenceSubscribed
+				return s != nil && s.Evidence == pairs.EvidenceSubscribed
 			})
 			if err := p.OnDemand().Await(ctx, fetched); err != nil {
 				t.Fatalf("Await(%s) = %v", fetched, err)

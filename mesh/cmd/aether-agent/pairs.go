@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/agent"
+	"github.com/aether-mesh/aether/mesh/agent/pairs"
 )
 
 // pairFlags are the QUIC pair lifecycle's (ARCHITECTURE.md, "Pair
@@ -19,7 +20,7 @@ type pairFlags struct {
 }
 
 func (f *pairFlags) register() {
-	f.fetchWindow = flag.Duration("east-west-quic-pair-fetch-window", agent.DefaultPairFetchWindow,
+	f.fetchWindow = flag.Duration("east-west-quic-pair-fetch-window", pairs.DefaultFetchWindow,
 		"a persisted QUIC pair with no evidence of use (subscribed or held twin) this long after start is pruned with its twin; dormant pairs never are")
 	f.proxyMetricsURL = flag.String("proxy-metrics-url", "",
 		"the node proxy's loopback /metrics (http://127.0.0.1:15091/metrics), sampled every 10s and at each prune to count prunes of twins that served a request in the last minute; without it, prunes of twins with evidence of use in the last minute are counted")

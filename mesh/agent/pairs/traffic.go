@@ -1,4 +1,4 @@
-package agent
+package pairs
 
 import (
 	"context"
@@ -130,48 +130,60 @@ func (p *proxyTraffic) sampleEvery(ctx context.Context, interval time.Duration, 
 	}
 }
 
+// SampleProxy samples the proxy's metrics every
+// Options.ProxyMetricsInterval until ctx ends, logging a failed sample;
+// without Options.ProxyMetricsURL it returns at once.
+func (s *Set) SampleProxy(ctx context.Context) {
+	if s.traffic == nil {
+		return
+	}
+	s.traffic.sampleEvery(ctx, s.opts.ProxyMetricsInterval, func(err error) {
+		s.log.Warn("failed to sample the proxy's metrics", "err", err)
+	})
+}
+
 // judgeLater judges pruned on its own goroutine: a sample is an HTTP
 // request to the proxy, which a stream's callback or a registry update
 // must not wait on (in a hot restart the proxy's metrics listener moves
 // from one process to the other).
-func (a *Agent) judgeLater(pruned []prunedPair) {
+func (s *Set) judgeLater(pruned []prunedPair) {
 	if len(pruned) == 0 {
 		return
 	}
-	a.background.Add(1)
+	s.background.Add(1)
 	go func() {
-		defer a.background.Done()
-		a.judgePrunes(pruned)
+		defer s.background.Done()
+		s.judge(pruned)
 	}()
 }
 
-// judgePrunes counts the pruned pairs whose twin served a request in the
-// last minute: with the proxy's metrics, those whose counter grew in a
-// sample taken since, this one included; without them, those with
-// evidence of use in that minute. A pair pruned dormant is judged only on
-// what came after it went dormant: its twin was withdrawn then, so the
-// requests its source sent before leaving are not use at the prune, and a
-// sample's growth counts only if the sample before it was taken since.
-func (a *Agent) judgePrunes(pruned []prunedPair) {
+// judge counts the pruned pairs whose twin served a request in the last
+// minute: with the proxy's metrics, those whose counter grew in a sample
+// taken since, this one included; without them, those with evidence of
+// use in that minute. A pair pruned dormant is judged only on what came
+// after it went dormant: its twin was withdrawn then, so the requests its
+// source sent before leaving are not use at the prune, and a sample's
+// growth counts only if the sample before it was taken since.
+func (s *Set) judge(pruned []prunedPair) {
 	if len(pruned) == 0 {
 		return
 	}
-	if a.traffic != nil {
-		if err := a.traffic.sample(context.Background(), time.Now()); err != nil {
-			a.log.Warn("judging prunes on the last proxy metrics sample", "err", err)
+	if s.traffic != nil {
+		if err := s.traffic.sample(context.Background(), time.Now()); err != nil {
+			s.log.Warn("judging prunes on the last proxy metrics sample", "err", err)
 		}
 	}
 	for _, p := range pruned {
 		since := p.at.Add(-servedWindow)
 		var live bool
-		if a.traffic != nil {
-			live = a.traffic.servedSince(p.twin, since, p.dormantAt)
+		if s.traffic != nil {
+			live = s.traffic.servedSince(p.twin, since, p.dormantAt)
 		} else {
 			live = !p.lastSeen.Before(since) && !p.lastSeen.Before(p.dormantAt)
 		}
 		if live {
-			a.metrics.pairsPrunedLive.Inc()
-			a.log.Error("pruned a twin that served a request in the last minute", "cluster", p.twin)
+			s.metrics.prunedLive.Inc()
+			s.log.Error("pruned a twin that served a request in the last minute", "cluster", p.twin)
 		}
 	}
 }

@@ -17,7 +17,9 @@ type metrics struct {
 	pruned       *prometheus.CounterVec
 	prunedLive   prometheus.Counter
 	stateCorrupt prometheus.Counter
-	windowOpen   prometheus.Gauge
+	// stateWrite counts state files not written, by the errno's name.
+	stateWrite *prometheus.CounterVec
+	windowOpen prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,10 +36,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Pruned pairs whose twin served a request in the minute before (by the proxy's metrics with --proxy-metrics-url, else by evidence of use), for a dormant pair since it went dormant; must stay 0."}),
 		stateCorrupt: prometheus.NewCounter(prometheus.CounterOpts{Name: "aether_agent_pair_state_corrupt_total",
 			Help: "Unusable observed-upstreams.json files moved aside at start."}),
+		stateWrite: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aether_agent_pair_state_write_errors_total",
+			Help: "observed-upstreams.json rewrites that failed (the last whole file stays, and the pairs are served from memory), by the errno that failed them: ENOSPC for a full disk."}, []string{"reason"}),
 		windowOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aether_agent_pairs_fetch_window_open",
 			Help: "1 until the pair fetch window after start has ended and its prunes are done, then 0."}),
 	}
-	for _, c := range []prometheus.Collector{m.pairs, m.admitted, m.refused, m.pruned, m.prunedLive, m.stateCorrupt, m.windowOpen} {
+	for _, c := range []prometheus.Collector{m.pairs, m.admitted, m.refused, m.pruned, m.prunedLive, m.stateCorrupt, m.stateWrite, m.windowOpen} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register agent metric: %w", err)
 		}

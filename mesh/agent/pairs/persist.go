@@ -2,7 +2,10 @@ package pairs
 
 import (
 	"errors"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/aether/mesh/agent/pairstate"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
@@ -75,7 +78,9 @@ func (s *Set) write(gen uint64, st pairstate.State) {
 		return
 	}
 	if err := pairstate.Write(s.opts.StateDir, st); err != nil {
-		s.log.Error("failed to persist QUIC pairs", "err", err)
+		reason := errnoName(err)
+		s.metrics.stateWrite.WithLabelValues(reason).Inc()
+		s.log.Error("failed to persist QUIC pairs", "reason", reason, "err", err)
 		return
 	}
 	s.written = gen
@@ -85,3 +90,14 @@ func (s *Set) write(gen uint64, st pairstate.State) {
 // failed, and was logged) and every prune is judged: an agent stopping
 // calls it last.
 func (s *Set) Flush() { s.background.Wait() }
+
+// errnoName is err's errno as a counter's label (ENOSPC, EDQUOT, EIO,
+// ...), or "other".
+func errnoName(err error) string {
+	if errno, ok := errors.AsType[syscall.Errno](err); ok {
+		if n := unix.ErrnoName(errno); n != "" {
+			return n
+		}
+	}
+	return "other"
+}

@@ -10,6 +10,7 @@ package redgreen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -53,8 +54,44 @@ type Observation struct {
 	// Witness names who observed it: "the receiver's IP_PKTINFO", "the
 	// backend's own log", "the proxy's counters". Never the client's claim.
 	Witness string `json:"witness"`
-	// Facts is the structured evidence behind Summary.
+	// Evidence is the structured evidence behind Summary, as the case's
+	// own type (a struct with JSON tags): its checks read it back with
+	// EvidenceOf, typed. The row carries it as its JSON object, the facts
+	// the gate reads.
+	Evidence any `json:"-"`
+	// Facts is evidence as an untyped map, for a case not yet written
+	// with Evidence; a case sets one of the two.
 	Facts map[string]any `json:"facts,omitempty"`
+}
+
+// EvidenceOf returns o's Evidence as T, or an error naming what it holds
+// instead: a check given another case's observation fails, never panics.
+func EvidenceOf[T any](o Observation) (T, error) {
+	t, ok := o.Evidence.(T)
+	if !ok {
+		return t, fmt.Errorf("the observation holds %T evidence, not %T", o.Evidence, t)
+	}
+	return t, nil
+}
+
+// facts is what the row records of o's evidence: Evidence as its JSON
+// object (the keys of its tags), else Facts.
+func (o Observation) facts() (map[string]any, error) {
+	if o.Evidence == nil {
+		return o.Facts, nil
+	}
+	if o.Facts != nil {
+		return nil, errors.New("the observation has both Evidence and Facts")
+	}
+	b, err := json.Marshal(o.Evidence)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode %T evidence: %w", o.Evidence, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%T evidence is not a JSON object: %w", o.Evidence, err)
+	}
+	return m, nil
 }
 
 // Case is one measured configuration.
@@ -296,12 +333,17 @@ func runCase(ctx context.Context, c Case) (row CaseResult) {
 	if obs.Summary != "" {
 		row.Observed = obs.Summary
 	}
-	row.Witness, row.Facts = obs.Witness, obs.Facts
+	facts, ferr := obs.facts()
+	row.Witness, row.Facts = obs.Witness, facts
 	if err != nil {
 		row.Reason = "run failed: " + err.Error()
 		return row
 	}
-	if obs.Summary == "" && len(obs.Facts) == 0 {
+	if ferr != nil {
+		row.Reason = "inconclusive: " + ferr.Error()
+		return row
+	}
+	if obs.Summary == "" && len(facts) == 0 {
 		row.Reason = "inconclusive: the witness reported nothing"
 		return row
 	}

@@ -2,6 +2,7 @@ package redgreen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -313,5 +314,56 @@ func TestRunnerStopsAfterAnInterruptedCase(t *testing.T) {
 	}
 	if res := r.Finish(context.Background()); res.Verdict != Interrupted || res.Partial != "" {
 		t.Fatalf("got %s (%s), partial %q", res.Verdict, res.Reason, res.Partial)
+	}
+}
+
+type flow struct {
+	Sent      int            `json:"sent"`
+	Delivered map[string]int `json:"delivered"`
+}
+
+// Typed evidence reaches the row as the JSON object of its tags, the same
+// facts a map would have carried, and a check reads it back typed; a check
+// given evidence of another type gets an error, not a panic.
+func TestTypedEvidence(t *testing.T) {
+	ev := flow{Sent: 20, Delivered: map[string]int{"a-0": 20}}
+	check := func(o Observation) error {
+		f, err := EvidenceOf[flow](o)
+		if err != nil {
+			return err
+		}
+		if f.Delivered["a-0"] != f.Sent {
+			return errors.New("not all at a-0")
+		}
+		return nil
+	}
+	run := func(o Observation) func(context.Context) (Observation, error) {
+		return func(context.Context) (Observation, error) { return o, nil }
+	}
+	typed := Observation{Summary: "a-0=20", Witness: "the backends", Evidence: ev}
+	untyped := Observation{Summary: "a-0=20", Witness: "the backends", Facts: map[string]any{"sent": 20, "delivered": map[string]int{"a-0": 20}}}
+	r := Run(context.Background(), Suite{Name: "s", Cases: []Case{
+		{Name: "c", Role: Control, Run: obs("red"), Check: want("red")},
+		{Name: "typed", Role: Subject, Run: run(typed), Check: check},
+		{Name: "untyped", Role: Subject, Run: run(untyped), Check: check},
+		{Name: "both", Role: Subject, Run: run(Observation{Summary: "x", Witness: "w", Evidence: ev, Facts: untyped.Facts}), Check: check},
+	}})
+	byName := map[string]results.CaseResult{}
+	for _, c := range r.Cases {
+		byName[c.Name] = c
+	}
+	if c := byName["typed"]; !c.Matched || c.Facts["sent"] != float64(20) || c.Facts["delivered"].(map[string]any)["a-0"] != float64(20) {
+		t.Errorf("typed evidence: matched %v (%s), facts %v", c.Matched, c.Reason, c.Facts)
+	}
+	a, _ := json.Marshal(byName["typed"].Facts)
+	b, _ := json.Marshal(untyped.Facts)
+	if string(a) != string(b) {
+		t.Errorf("the row's facts of typed evidence %s, of the same map %s", a, b)
+	}
+	if c := byName["untyped"]; c.Matched || !strings.Contains(c.Reason, "holds <nil> evidence, not redgreen.flow") {
+		t.Errorf("a check given untyped facts: matched %v (%s)", c.Matched, c.Reason)
+	}
+	if c := byName["both"]; c.Matched || !strings.Contains(c.Reason, "both Evidence and Facts") {
+		t.Errorf("evidence and facts both: matched %v (%s)", c.Matched, c.Reason)
 	}
 }

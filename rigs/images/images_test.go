@@ -3,6 +3,7 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/aether-mesh/aether/rigs/wait"
 )
 
 func moduleRoot(t *testing.T) string {
@@ -143,13 +146,15 @@ func checkHTTPEcho(t *testing.T, binary []byte) {
 	}()
 	const xfcc = "By=spiffe://aether.test/ns/demo/sa/sa-dst;URI=spiffe://aether.test/ns/demo/sa/sa-a"
 	var resp *http.Response
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// The image's aether-node listens once it has started: ask until it
+	// answers.
+	if _, werr := wait.Until(context.Background(), 10*time.Second, 50*time.Millisecond, func() (bool, error) {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/image-check", port), nil)
 		req.Header.Set("X-Forwarded-Client-Cert", xfcc)
-		if resp, err = http.DefaultClient.Do(req); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp, err = http.DefaultClient.Do(req)
+		return err == nil, nil
+	}); werr != nil {
+		t.Fatal(werr)
 	}
 	if err != nil {
 		t.Fatalf("the image's aether-node serves no HTTP echo on %d: %v\n%s", port, err, out.String())

@@ -101,6 +101,7 @@ func TestHotRestartProxy(t *testing.T) {
 			t.Errorf("epoch %d's log %s does not show the parent exiting (err %v)", epoch, log, err)
 		}
 	}
+	// Pacing: the senders keep going a little past the last restart.
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
 	wg.Wait()

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/aether-mesh/aether/rigs/wait"
 )
 
 // The HTTP echo answers with the XFCC it received and records it: the
@@ -31,13 +33,14 @@ func TestHTTPEchoRecordsXFCC(t *testing.T) {
 		}
 	}()
 	var resp *http.Response
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	// The backend listens once its goroutine runs: ask until it answers.
+	if _, werr := wait.Until(ctx, 5*time.Second, 20*time.Millisecond, func() (bool, error) {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/hello", port), nil)
 		req.Header.Set(XFCCHeader, "URI=spiffe://aether.test/ns/demo/sa/a")
-		if resp, err = http.DefaultClient.Do(req); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		resp, err = http.DefaultClient.Do(req)
+		return err == nil, nil
+	}); werr != nil {
+		t.Fatal(werr)
 	}
 	if err != nil {
 		t.Fatal(err)

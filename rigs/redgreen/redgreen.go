@@ -10,12 +10,15 @@ package redgreen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +41,7 @@ const (
 	Fail        = results.Fail
 	BrokenRig   = results.BrokenRig
 	Interrupted = results.Interrupted
+	Partial     = results.Partial
 )
 
 // EnvReportDir names the directory suites write their results into.
@@ -50,8 +54,44 @@ type Observation struct {
 	// Witness names who observed it: "the receiver's IP_PKTINFO", "the
 	// backend's own log", "the proxy's counters". Never the client's claim.
 	Witness string `json:"witness"`
-	// Facts is the structured evidence behind Summary.
+	// Evidence is the structured evidence behind Summary, as the case's
+	// own type (a struct with JSON tags): its checks read it back with
+	// EvidenceOf, typed. The row carries it as its JSON object, the facts
+	// the gate reads.
+	Evidence any `json:"-"`
+	// Facts is evidence as an untyped map, for a case not yet written
+	// with Evidence; a case sets one of the two.
 	Facts map[string]any `json:"facts,omitempty"`
+}
+
+// EvidenceOf returns o's Evidence as T, or an error naming what it holds
+// instead: a check given another case's observation fails, never panics.
+func EvidenceOf[T any](o Observation) (T, error) {
+	t, ok := o.Evidence.(T)
+	if !ok {
+		return t, fmt.Errorf("the observation holds %T evidence, not %T", o.Evidence, t)
+	}
+	return t, nil
+}
+
+// facts is what the row records of o's evidence: Evidence as its JSON
+// object (the keys of its tags), else Facts.
+func (o Observation) facts() (map[string]any, error) {
+	if o.Evidence == nil {
+		return o.Facts, nil
+	}
+	if o.Facts != nil {
+		return nil, errors.New("the observation has both Evidence and Facts")
+	}
+	b, err := json.Marshal(o.Evidence)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode %T evidence: %w", o.Evidence, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%T evidence is not a JSON object: %w", o.Evidence, err)
+	}
+	return m, nil
 }
 
 // Case is one measured configuration.
@@ -97,8 +137,19 @@ func Announcing(ctx context.Context) context.Context {
 // no further case runs and the run is INTERRUPTED, not judged. Under
 // Announcing, each row is announced as it is recorded.
 func Run(ctx context.Context, s Suite) Result {
-	announce, _ := ctx.Value(announcing{}).(bool)
-	res := Result{Suite: s.Name, Subject: s.Subject, Started: time.Now().UTC()}
+	r := Start(ctx, s)
+	for _, c := range r.Order() {
+		if ctx.Err() != nil {
+			break
+		}
+		r.Case(ctx, c.Name)
+	}
+	return r.Finish(ctx)
+}
+
+// Ordered returns the suite's cases in the order they run: every
+// control, then every subject, each in the order given.
+func (s Suite) Ordered() []Case {
 	var controls, subjects []Case
 	for _, c := range s.Cases {
 		if c.Role == Control {
@@ -107,28 +158,104 @@ func Run(ctx context.Context, s Suite) Result {
 			subjects = append(subjects, c)
 		}
 	}
-	for _, c := range append(controls, subjects...) {
-		if ctx.Err() != nil {
+	return append(controls, subjects...)
+}
+
+// Runner runs a suite's cases one at a time, so that each can be a spec of
+// its own (suites/provider), and derives the verdict when asked: Run is a
+// Runner that runs every case in Order. A run that skipped a case (a
+// focused run) finishes PARTIAL, never PASS: its rows speak for the cases
+// that ran, not for the suite.
+type Runner struct {
+	suite    Suite
+	announce bool
+	res      Result
+	ran      map[string]bool
+	// interrupted is why a case's context ended while it ran; no case runs
+	// after it.
+	interrupted string
+}
+
+// Start begins a run of s; ctx says only whether its rows are announced
+// (Announcing).
+func Start(ctx context.Context, s Suite) *Runner {
+	announce, _ := ctx.Value(announcing{}).(bool)
+	return &Runner{suite: s, announce: announce, ran: map[string]bool{},
+		res: Result{Suite: s.Name, Subject: s.Subject, Started: time.Now().UTC()}}
+}
+
+// Order is the order the suite's cases run in (Suite.Ordered).
+func (r *Runner) Order() []Case { return r.suite.Ordered() }
+
+// Case runs the case named name, records and announces its row, and
+// returns it. A case that is not the suite's, one already run, or any case
+// after the run was interrupted is not run: the error says why.
+func (r *Runner) Case(ctx context.Context, name string) (CaseResult, error) {
+	if r.interrupted != "" {
+		return CaseResult{}, fmt.Errorf("suite %s: case %s not run: the run was interrupted: %s", r.suite.Name, name, r.interrupted)
+	}
+	if r.ran[name] {
+		return CaseResult{}, fmt.Errorf("suite %s: case %s already ran", r.suite.Name, name)
+	}
+	var c *Case
+	for i := range r.suite.Cases {
+		if r.suite.Cases[i].Name == name {
+			c = &r.suite.Cases[i]
 			break
 		}
-		row := runCase(ctx, c)
-		res.Cases = append(res.Cases, row)
-		if announce {
-			// The row is already recorded: a progress file that cannot be
-			// written costs the person watching, not the suite's verdict.
-			if err := results.Announce(results.Event{Suite: s.Name, Case: &row}); err != nil {
-				fmt.Fprintf(os.Stderr, "redgreen: suite %s, case %s: %v\n", s.Name, row.Name, err)
-			}
+	}
+	if c == nil {
+		return CaseResult{}, fmt.Errorf("suite %s has no case %q", r.suite.Name, name)
+	}
+	r.ran[name] = true
+	row := runCase(ctx, *c)
+	r.res.Cases = append(r.res.Cases, row)
+	// A context that ended while the case ran made its failure, and
+	// leaves the rest unrun: the row says what happened, but the verdict
+	// must not read as the subject's.
+	if ctx.Err() != nil {
+		r.interrupted = context.Cause(ctx).Error()
+	}
+	if r.announce {
+		// The row is already recorded: a progress file that cannot be
+		// written costs the person watching, not the suite's verdict.
+		if err := results.Announce(results.Event{Suite: r.suite.Name, Case: &row}); err != nil {
+			fmt.Fprintf(os.Stderr, "redgreen: suite %s, case %s: %v\n", r.suite.Name, row.Name, err)
 		}
 	}
-	// A context that ended while the cases ran made their failures, and
-	// left the rest unrun: the rows say what happened, but the verdict must
-	// not read as the subject's.
-	if ctx.Err() != nil {
-		res.Interrupted = context.Cause(ctx).Error()
+	return row, nil
+}
+
+// Done reports whether every case of the suite has run.
+func (r *Runner) Done() bool { return len(r.ran) == len(r.suite.Cases) }
+
+// Rows is what the run has recorded so far, verdict not derived.
+func (r *Runner) Rows() Result {
+	res := r.res
+	res.Cases = slices.Clone(r.res.Cases)
+	return res
+}
+
+// Finish derives the verdict of what ran: INTERRUPTED when ctx ended or a
+// case's context did, PARTIAL when a case did not run (naming them), else
+// the red-then-green rules' (results.Decide).
+func (r *Runner) Finish(ctx context.Context) Result {
+	res := r.Rows()
+	if r.interrupted == "" && ctx.Err() != nil {
+		r.interrupted = context.Cause(ctx).Error()
+	}
+	res.Interrupted = r.interrupted
+	if res.Interrupted == "" && !r.Done() {
+		var unrun []string
+		for _, c := range r.Order() {
+			if !r.ran[c.Name] {
+				unrun = append(unrun, c.Name)
+			}
+		}
+		res.Partial = fmt.Sprintf("ran %d of %d cases; not run: %s", len(r.ran), len(r.suite.Cases), strings.Join(unrun, ", "))
 	}
 	res.Finished = time.Now().UTC()
-	stamp(&res, s.Binaries)
+	stamp(&res, r.suite.Binaries)
 	res.Verdict, res.Reason = results.Decide(res)
 	return res
 }
@@ -206,12 +333,17 @@ func runCase(ctx context.Context, c Case) (row CaseResult) {
 	if obs.Summary != "" {
 		row.Observed = obs.Summary
 	}
-	row.Witness, row.Facts = obs.Witness, obs.Facts
+	facts, ferr := obs.facts()
+	row.Witness, row.Facts = obs.Witness, facts
 	if err != nil {
 		row.Reason = "run failed: " + err.Error()
 		return row
 	}
-	if obs.Summary == "" && len(obs.Facts) == 0 {
+	if ferr != nil {
+		row.Reason = "inconclusive: " + ferr.Error()
+		return row
+	}
+	if obs.Summary == "" && len(facts) == 0 {
 		row.Reason = "inconclusive: the witness reported nothing"
 		return row
 	}

@@ -2,6 +2,7 @@ package redgreen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -243,5 +244,126 @@ func TestAnnouncingAnnouncesEachRowAsItIsRecorded(t *testing.T) {
 	Run(context.Background(), suite)
 	if events, err := reader.Next(); err != nil || len(events) != 0 || len(before) != 1 {
 		t.Errorf("an unannounced run announced %+v (%v); the cases saw %q", events, err, before)
+	}
+}
+
+// A run that leaves a case out (a focused run) is PARTIAL, naming what it
+// left out, even when every row it ran is as expected: it speaks for the
+// cases it ran, not the suite. The gate agrees.
+func TestRunnerLeavingACaseOutIsPartial(t *testing.T) {
+	s := Suite{Name: "udproute", Subject: "x", Cases: []Case{
+		{Name: "s1", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")},
+		{Name: "c1", Role: Control, Expect: "red", Run: obs("red"), Check: want("red")},
+		{Name: "s2", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")},
+	}}
+	if got := []string{s.Ordered()[0].Name, s.Ordered()[1].Name, s.Ordered()[2].Name}; strings.Join(got, ",") != "c1,s1,s2" {
+		t.Fatalf("order %v, want the control first", got)
+	}
+	ctx := context.Background()
+	r := Start(ctx, s)
+	for _, n := range []string{"c1", "s1"} {
+		if row, err := r.Case(ctx, n); err != nil || !row.Matched {
+			t.Fatalf("case %s: %+v, %v", n, row, err)
+		}
+	}
+	if _, err := r.Case(ctx, "s1"); err == nil {
+		t.Error("a case ran twice")
+	}
+	if _, err := r.Case(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `no case "nope"`) {
+		t.Errorf("an unknown case: %v", err)
+	}
+	res := r.Finish(ctx)
+	if res.Verdict != Partial || res.Reason != "partial run, not judged: ran 2 of 3 cases; not run: s2" {
+		t.Fatalf("got %s (%s), want PARTIAL naming s2", res.Verdict, res.Reason)
+	}
+	if problems := results.CheckSuite("udproute.json", res); len(problems) > 0 {
+		t.Fatalf("the gate disagrees with the runner: %v", problems)
+	}
+	// The same rows declared PASS: the gate re-derives PARTIAL.
+	res.Verdict = Pass
+	if problems := results.CheckSuite("udproute.json", res); len(problems) != 1 || !strings.Contains(problems[0], "declares PASS but its rows decide PARTIAL") {
+		t.Fatalf("a partial run declaring PASS: %v", problems)
+	}
+	// Every case run one at a time is the same as Run.
+	r = Start(ctx, s)
+	for _, c := range r.Order() {
+		r.Case(ctx, c.Name)
+	}
+	if res := r.Finish(ctx); res.Verdict != Pass || res.Partial != "" {
+		t.Fatalf("every case run one by one: %s (%s), partial %q", res.Verdict, res.Reason, res.Partial)
+	}
+}
+
+// A case whose own context ends (its spec's timeout, an interrupt) makes
+// the run INTERRUPTED, and no case runs after it.
+func TestRunnerStopsAfterAnInterruptedCase(t *testing.T) {
+	s := Suite{Name: "udproute", Subject: "x", Cases: []Case{
+		{Name: "c1", Role: Control, Expect: "red", Run: func(ctx context.Context) (Observation, error) {
+			return Observation{}, context.Cause(ctx)
+		}, Check: want("red")},
+		{Name: "s1", Role: Subject, Expect: "green", Run: obs("green"), Check: want("green")},
+	}}
+	r := Start(context.Background(), s)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("spec timeout"))
+	if row, err := r.Case(ctx, "c1"); err != nil || row.Matched {
+		t.Fatalf("the interrupted case: %+v, %v", row, err)
+	}
+	if _, err := r.Case(context.Background(), "s1"); err == nil || !strings.Contains(err.Error(), "interrupted: spec timeout") {
+		t.Fatalf("a case after the interrupt: %v", err)
+	}
+	if res := r.Finish(context.Background()); res.Verdict != Interrupted || res.Partial != "" {
+		t.Fatalf("got %s (%s), partial %q", res.Verdict, res.Reason, res.Partial)
+	}
+}
+
+type flow struct {
+	Sent      int            `json:"sent"`
+	Delivered map[string]int `json:"delivered"`
+}
+
+// Typed evidence reaches the row as the JSON object of its tags, the same
+// facts a map would have carried, and a check reads it back typed; a check
+// given evidence of another type gets an error, not a panic.
+func TestTypedEvidence(t *testing.T) {
+	ev := flow{Sent: 20, Delivered: map[string]int{"a-0": 20}}
+	check := func(o Observation) error {
+		f, err := EvidenceOf[flow](o)
+		if err != nil {
+			return err
+		}
+		if f.Delivered["a-0"] != f.Sent {
+			return errors.New("not all at a-0")
+		}
+		return nil
+	}
+	run := func(o Observation) func(context.Context) (Observation, error) {
+		return func(context.Context) (Observation, error) { return o, nil }
+	}
+	typed := Observation{Summary: "a-0=20", Witness: "the backends", Evidence: ev}
+	untyped := Observation{Summary: "a-0=20", Witness: "the backends", Facts: map[string]any{"sent": 20, "delivered": map[string]int{"a-0": 20}}}
+	r := Run(context.Background(), Suite{Name: "s", Cases: []Case{
+		{Name: "c", Role: Control, Run: obs("red"), Check: want("red")},
+		{Name: "typed", Role: Subject, Run: run(typed), Check: check},
+		{Name: "untyped", Role: Subject, Run: run(untyped), Check: check},
+		{Name: "both", Role: Subject, Run: run(Observation{Summary: "x", Witness: "w", Evidence: ev, Facts: untyped.Facts}), Check: check},
+	}})
+	byName := map[string]results.CaseResult{}
+	for _, c := range r.Cases {
+		byName[c.Name] = c
+	}
+	if c := byName["typed"]; !c.Matched || c.Facts["sent"] != float64(20) || c.Facts["delivered"].(map[string]any)["a-0"] != float64(20) {
+		t.Errorf("typed evidence: matched %v (%s), facts %v", c.Matched, c.Reason, c.Facts)
+	}
+	a, _ := json.Marshal(byName["typed"].Facts)
+	b, _ := json.Marshal(untyped.Facts)
+	if string(a) != string(b) {
+		t.Errorf("the row's facts of typed evidence %s, of the same map %s", a, b)
+	}
+	if c := byName["untyped"]; c.Matched || !strings.Contains(c.Reason, "holds <nil> evidence, not redgreen.flow") {
+		t.Errorf("a check given untyped facts: matched %v (%s)", c.Matched, c.Reason)
+	}
+	if c := byName["both"]; c.Matched || !strings.Contains(c.Reason, "both Evidence and Facts") {
+		t.Errorf("evidence and facts both: matched %v (%s)", c.Matched, c.Reason)
 	}
 }

@@ -80,18 +80,22 @@ type Result struct {
 	CouldNotStart string `json:"could_not_start,omitempty"`
 	// Interrupted is why the run was cut short while its cases ran (its
 	// context ended: an interrupt, a timeout); such rows are not judged.
-	Interrupted string       `json:"interrupted,omitempty"`
-	Cases       []CaseResult `json:"cases"`
-	Started     time.Time    `json:"started"`
-	Finished    time.Time    `json:"finished"`
-	Hostname    string       `json:"hostname"`
-	Build       Build        `json:"build"`
+	Interrupted string `json:"interrupted,omitempty"`
+	// Partial says which cases a run left out on purpose (a focused run:
+	// go test -ginkgo.focus); its rows speak for the cases that ran, never
+	// for the suite, so it is not judged. A full run leaves it empty.
+	Partial  string       `json:"partial,omitempty"`
+	Cases    []CaseResult `json:"cases"`
+	Started  time.Time    `json:"started"`
+	Finished time.Time    `json:"finished"`
+	Hostname string       `json:"hostname"`
+	Build    Build        `json:"build"`
 }
 
 // Decide derives a suite's verdict from its rows by the red-then-green
 // rules: a suite that could not start fails; an interrupted one is not
 // judged (its rows are partial, and a cut-short case's failure is not the
-// subject's); any control not showing its signature makes a broken rig, as
+// subject's), nor is a partial one (it left cases out); any control not showing its signature makes a broken rig, as
 // does a suite with no control; otherwise any subject not showing the
 // property, or no subject at all, fails. A row counts as matched only when
 // it says so and carries a witness and facts.
@@ -101,6 +105,9 @@ func Decide(r Result) (Verdict, string) {
 	}
 	if r.Interrupted != "" {
 		return Interrupted, "interrupted, not judged: " + r.Interrupted
+	}
+	if r.Partial != "" {
+		return Partial, "partial run, not judged: " + r.Partial
 	}
 	var broken, failed []string
 	nControl, nSubject := 0, 0

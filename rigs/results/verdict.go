@@ -25,4 +25,7 @@ const (
 	// its cases ran, so its rows were not judged; it does not pass, and it
 	// is not a failure of the subject either.
 	Interrupted Verdict = "INTERRUPTED"
+	// Partial: a suite's run left cases out on purpose (a focused run), so
+	// its rows cannot speak for the suite; the gate refuses it.
+	Partial Verdict = "PARTIAL"
 )

@@ -101,6 +101,9 @@ func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err := quicInitial(ctx, c, web, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort)); err != nil {
 		return obs, err
 	}
+	// Pacing, not a poll: the counter is read once the Initial had time
+	// to arrive; the case judges a counter that must move (or must not),
+	// so there is nothing to wait for.
 	time.Sleep(200 * time.Millisecond)
 	rx1, err := udpRx(ctx, c)
 	if err != nil {

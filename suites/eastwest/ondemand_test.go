@@ -15,6 +15,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -222,21 +223,17 @@ func outboundLines(ctx context.Context, c cluster.Cluster) ([]outboundLine, erro
 func outboundFor(ctx context.Context, c cluster.Cluster, skip int, svc string) (outboundLine, error) {
 	authority := xdsnames.Authority(svc, namespace, meshDomain)
 	var found []outboundLine
-	for range 30 {
+	if _, err := wait.Until(ctx, 3*time.Second, 100*time.Millisecond, func() (bool, error) {
 		lines, err := outboundLines(ctx, c)
-		if err != nil {
-			return outboundLine{}, err
-		}
 		found = found[:0]
 		for _, l := range lines[min(skip, len(lines)):] {
 			if strings.HasPrefix(l.Authority, authority) {
 				found = append(found, l)
 			}
 		}
-		if len(found) > 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(found) > 0, err
+	}); err != nil {
+		return outboundLine{}, err
 	}
 	if len(found) != 1 {
 		return outboundLine{}, fmt.Errorf("node-a's access log has %d lines for the request to %s, want 1", len(found), svc)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
 )
 
 // migrationMargin is how long after the window the case reads the
@@ -62,15 +63,11 @@ func migration(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 	// The agent says when the window's prunes are done; with a window
 	// longer than the case it is still open at the deadline.
 	var open float64
-	deadline := started.Add(window + migrationMargin)
-	for {
-		if open, err = agentMetric(ctx, c, mWindowOpen, nil); err != nil {
-			return obs, err
-		}
-		if open == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	if _, err := wait.Until(ctx, time.Until(started.Add(window+migrationMargin)), 200*time.Millisecond, func() (done bool, err error) {
+		open, err = agentMetric(ctx, c, mWindowOpen, nil)
+		return open == 0, err
+	}); err != nil {
+		return obs, err
 	}
 	pairs, err := debugPairs(ctx, nc)
 	if err != nil {

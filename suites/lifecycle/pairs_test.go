@@ -13,6 +13,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/wait"
 )
 
 // stateFile is the agent's persisted pairs in its state dir.
@@ -66,18 +67,15 @@ func debugPairs(ctx context.Context, nc *node.Cluster) (map[string]string, error
 // want ("" for absent) and returns the state seen last.
 func waitPairState(ctx context.Context, nc *node.Cluster, twin string, want ...string) (string, error) {
 	var state string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	_, err := wait.Until(ctx, 10*time.Second, 100*time.Millisecond, func() (bool, error) {
 		pairs, err := debugPairs(ctx, nc)
-		if err != nil {
-			return "", err
-		}
 		state = pairs[twin]
-		if slices.Contains(want, state) || time.Now().After(deadline) {
-			return state, nil
-		}
-		time.Sleep(100 * time.Millisecond)
+		return slices.Contains(want, state), err
+	})
+	if err != nil {
+		return "", err
 	}
+	return state, nil
 }
 
 // persisted is the state file's content.

@@ -98,6 +98,8 @@ func probeAcross(ctx context.Context, r *rig, v variant, tag string, event func(
 	if err != nil {
 		return probed{}, err
 	}
+	// Pacing, not polls: the prober runs a while before the event and
+	// after it, so the count spans both sides of it.
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	err = event(s)
@@ -348,6 +350,7 @@ func restartInside(ctx context.Context, r *rig, v variant, how restarter) (redgr
 		}
 		done := make(chan error, 1)
 		go func() { done <- how.run(nc, ctx, n, s) }()
+		// Pacing: the agent stays down while the proxy restarts.
 		time.Sleep(500 * time.Millisecond)
 		return errors.Join(nc.StartAgent(ctx, n), <-done)
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -197,14 +198,12 @@ func proxyMetric(ctx context.Context, c cluster.Cluster, nodeName, family string
 // settledMetric reads a counter until it reaches want or 5 s pass, and
 // returns what it read last.
 func settledMetric(ctx context.Context, c cluster.Cluster, nodeName, family string, labels map[string]string, want float64) (float64, error) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		v, err := proxyMetric(ctx, c, nodeName, family, labels)
-		if err != nil || v >= want || time.Now().After(deadline) {
-			return v, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var v float64
+	_, err := wait.Until(ctx, 5*time.Second, 20*time.Millisecond, func() (done bool, err error) {
+		v, err = proxyMetric(ctx, c, nodeName, family, labels)
+		return v >= want, err
+	})
+	return v, err
 }
 
 const (

@@ -2,6 +2,7 @@ package udproute
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -65,7 +66,8 @@ const (
 // selection sends perService datagrams to svc-a and svc-b, tagged with the
 // case's name, and reports where each service's datagrams landed.
 func selection(ctx context.Context, r *rig, mode constants.CaptureMode, name string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
+	ev := flows{}
+	obs := redgreen.Observation{Witness: witnessRec, Evidence: ev}
 	c, err := r.cluster(ctx, mode)
 	if err != nil {
 		return obs, err
@@ -86,19 +88,36 @@ func selection(ctx context.Context, r *rig, mode constants.CaptureMode, name str
 		if err != nil {
 			return obs, err
 		}
-		obs.Facts[svc] = map[string]any{"sent": s.Datagrams, "delivered": d.ByPod, "replies": s.Replies}
+		ev[svc] = svcFlow{Sent: s.Datagrams, Delivered: d.ByPod, Replies: s.Replies}
 		parts = append(parts, fmt.Sprintf("%s -> %s (%d/%d replies)", svc, d, s.replied(), s.Datagrams))
 	}
 	obs.Summary = strings.Join(parts, "; ")
 	return obs, c.Check(ctx)
 }
 
+// svcFlow is what one service's datagrams did: how many were sent, where
+// they were delivered and who answered, by pod.
+type svcFlow struct {
+	Sent      int            `json:"sent"`
+	Delivered map[string]int `json:"delivered"`
+	Replies   map[string]int `json:"replies"`
+}
+
+// flows is a selection case's evidence: each service's delivery, by name.
+type flows map[string]svcFlow
+
 func facts(o redgreen.Observation, svc string) (delivered map[string]int, replies map[string]int, sentN int, err error) {
-	f, ok := o.Facts[svc].(map[string]any)
+	var ev flows
+	if t, ok := o.Evidence.(*twentyFlows); ok {
+		ev = t.Flows
+	} else if ev, err = redgreen.EvidenceOf[flows](o); err != nil {
+		return nil, nil, 0, err
+	}
+	f, ok := ev[svc]
 	if !ok {
 		return nil, nil, 0, fmt.Errorf("no observation for %s", svc)
 	}
-	return f["delivered"].(map[string]int), f["replies"].(map[string]int), f["sent"].(int), nil
+	return f.Delivered, f.Replies, f.Sent, nil
 }
 
 // checkCollapse is the control's signature: every datagram of both
@@ -233,8 +252,27 @@ func cases(r *rig) []redgreen.Case {
 	}
 }
 
+// twentyFlows is the twenty-services case's evidence: each service's
+// delivery and the receive counters of the client's listener and of all of them.
+// Its facts are one object: the services by name beside the counters.
+type twentyFlows struct {
+	Flows            flows
+	RxAllListeners   float64
+	RxClientListener float64
+	Expected         float64
+}
+
+func (t twentyFlows) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"rx_all_listeners": t.RxAllListeners, "rx_client_listener": t.RxClientListener, "expected": t.Expected}
+	for svc, f := range t.Flows {
+		m[svc] = f
+	}
+	return json.Marshal(m)
+}
+
 func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	ev := &twentyFlows{Flows: flows{}}
+	obs := redgreen.Observation{Witness: witnessBoth, Evidence: ev}
 	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
@@ -264,7 +302,7 @@ func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		if err != nil {
 			return obs, err
 		}
-		obs.Facts[svc] = map[string]any{"sent": s.Datagrams, "delivered": d.ByPod, "replies": s.Replies}
+		ev.Flows[svc] = svcFlow{Sent: s.Datagrams, Delivered: d.ByPod, Replies: s.Replies}
 		if d.ByPod[backendOf(svc)] == n && len(d.ByPod) == 1 {
 			own++
 		}
@@ -277,9 +315,9 @@ func runTwenty(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["rx_all_listeners"] = after - before
-	obs.Facts["rx_client_listener"] = afterL - beforeL
-	obs.Facts["expected"] = float64(n * len(twenty()))
+	ev.RxAllListeners = after - before
+	ev.RxClientListener = afterL - beforeL
+	ev.Expected = float64(n * len(twenty()))
 	obs.Summary = fmt.Sprintf("%d/20 services at their own backend; %s rx +%.0f (all listeners +%.0f)", own, listener, afterL-beforeL, after-before)
 	return obs, c.Check(ctx)
 }
@@ -288,18 +326,22 @@ func checkTwenty(o redgreen.Observation) error {
 	if err := checkOwn(o, twenty()...); err != nil {
 		return err
 	}
-	want := o.Facts["expected"].(float64)
-	if got := o.Facts["rx_client_listener"].(float64); got != want {
+	ev, err := redgreen.EvidenceOf[*twentyFlows](o)
+	if err != nil {
+		return err
+	}
+	want := ev.Expected
+	if got := ev.RxClientListener; got != want {
 		return fmt.Errorf("the client's listener counted %.0f datagrams, want %.0f", got, want)
 	}
-	if got := o.Facts["rx_all_listeners"].(float64); got != want {
+	if got := ev.RxAllListeners; got != want {
 		return fmt.Errorf("all listeners together counted %.0f datagrams, want %.0f: another listener took part", got, want)
 	}
 	return nil
 }
 
 func runNoRoute(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessBoth}
 	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
@@ -338,31 +380,46 @@ func runNoRoute(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts = map[string]any{"sent": s.Datagrams, "replies": s.replied(), "delivered": d.total(), "by_pod": d.ByPod,
-		"rx": rx1 - rx0, "dropped": drop1 - drop0}
+	obs.Evidence = dropped{Sent: s.Datagrams, Replies: s.replied(), Delivered: d.total(), ByPod: d.ByPod,
+		Rx: rx1 - rx0, Dropped: drop1 - drop0}
 	obs.Summary = fmt.Sprintf("sent %d: listener rx +%.0f, dropped +%.0f, delivered to %s, %d replies", s.Datagrams, rx1-rx0, drop1-drop0, d, s.replied())
 	return obs, c.Check(ctx)
 }
 
+// dropped is the no-route case's evidence: what was sent, what the
+// backends and the client saw of it, and what node-a's proxy counted.
+type dropped struct {
+	Sent      int            `json:"sent"`
+	Replies   int            `json:"replies"`
+	Delivered int            `json:"delivered"`
+	ByPod     map[string]int `json:"by_pod"`
+	Rx        float64        `json:"rx"`
+	Dropped   float64        `json:"dropped"`
+}
+
 func checkNoRoute(o redgreen.Observation) error {
-	n := float64(o.Facts["sent"].(int))
+	f, err := redgreen.EvidenceOf[dropped](o)
+	if err != nil {
+		return err
+	}
+	n := float64(f.Sent)
 	switch {
 	case n == 0:
 		return errors.New("nothing sent")
-	case o.Facts["rx"].(float64) != n:
-		return fmt.Errorf("the listener received %.0f of %.0f: the drop was not the proxy's", o.Facts["rx"], n)
-	case o.Facts["delivered"].(int) != 0:
-		return fmt.Errorf("delivered to %v", o.Facts["by_pod"])
-	case o.Facts["replies"].(int) != 0:
-		return fmt.Errorf("%d replies came back", o.Facts["replies"])
-	case o.Facts["dropped"].(float64) != n:
-		return fmt.Errorf("dropped counter rose by %.0f, want %.0f", o.Facts["dropped"], n)
+	case f.Rx != n:
+		return fmt.Errorf("the listener received %.0f of %.0f: the drop was not the proxy's", f.Rx, n)
+	case f.Delivered != 0:
+		return fmt.Errorf("delivered to %v", f.ByPod)
+	case f.Replies != 0:
+		return fmt.Errorf("%d replies came back", f.Replies)
+	case f.Dropped != n:
+		return fmt.Errorf("dropped counter rose by %.0f, want %.0f", f.Dropped, n)
 	}
 	return nil
 }
 
 func runInbound(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessBoth}
 	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
@@ -400,34 +457,49 @@ func runInbound(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts = map[string]any{"sent_18008": s8.Datagrams, "sent_18082": s2.Datagrams, "rx": rx1 - rx0,
-		"delivered_18008": d8.total(), "delivered_18082": d2.ByPod, "replies_18008": s8.replied()}
+	obs.Evidence = inbound{Sent18008: s8.Datagrams, Sent18082: s2.Datagrams, Rx: rx1 - rx0,
+		Delivered18008: d8.total(), Delivered18082: d2.ByPod, Replies18008: s8.replied()}
 	obs.Summary = fmt.Sprintf("udp_proxy rx +%.0f for %d to :18082 and %d to :18008; :18008 delivered to %s, :18082 to %s",
 		rx1-rx0, s2.Datagrams, s8.Datagrams, d8, d2)
 	return obs, c.Check(ctx)
 }
 
+// inbound is the plaintext-18008 case's evidence: the datagrams sent to
+// each port, where they were delivered, and udp_proxy's receive count.
+type inbound struct {
+	Sent18008      int            `json:"sent_18008"`
+	Sent18082      int            `json:"sent_18082"`
+	Rx             float64        `json:"rx"`
+	Delivered18008 int            `json:"delivered_18008"`
+	Delivered18082 map[string]int `json:"delivered_18082"`
+	Replies18008   int            `json:"replies_18008"`
+}
+
 func checkInbound(o redgreen.Observation) error {
-	n2, n8 := o.Facts["sent_18082"].(int), o.Facts["sent_18008"].(int)
+	f, err := redgreen.EvidenceOf[inbound](o)
+	if err != nil {
+		return err
+	}
+	n2, n8 := f.Sent18082, f.Sent18008
 	if n2 == 0 || n8 == 0 {
 		return errors.New("nothing sent")
 	}
 	// The 18082 half is the positive control inside the case: the counter
 	// moves, so its not moving for 18008 means something.
-	if d := o.Facts["delivered_18082"].(map[string]int); d["a-0"] != n2 {
+	if d := f.Delivered18082; d["a-0"] != n2 {
 		return fmt.Errorf(":18082 datagrams delivered %v, want %d at a-0", d, n2)
 	}
-	if rx := o.Facts["rx"].(float64); rx != float64(n2) {
+	if rx := f.Rx; rx != float64(n2) {
 		return fmt.Errorf("udp_proxy listeners counted %.0f datagrams, want exactly the %d sent to :18082", rx, n2)
 	}
-	if d := o.Facts["delivered_18008"].(int); d != 0 || o.Facts["replies_18008"].(int) != 0 {
+	if d := f.Delivered18008; d != 0 || f.Replies18008 != 0 {
 		return fmt.Errorf(":18008 datagrams reached a backend (%d) or were answered", d)
 	}
 	return nil
 }
 
 func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessBoth, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessBoth}
 	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
@@ -467,29 +539,45 @@ func runDual(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts = map[string]any{"udp_sent": s.Datagrams, "udp_ports": du.ByPort, "udp_replies": s.Replies,
-		"tcp_sent": conns, "tcp_ports": dt.ByPort, "tcp_replies": tcpReplies, "tcp_cluster_conns": t1 - t0}
+	obs.Evidence = dual{UDPSent: s.Datagrams, UDPPorts: du.ByPort, UDPReplies: s.Replies,
+		TCPSent: conns, TCPPorts: dt.ByPort, TCPReplies: tcpReplies, TCPClusterConns: t1 - t0}
 	obs.Summary = fmt.Sprintf("udp -> %v; tcp -> %v; tcp:svc-dual.demo connections +%.0f", du.ByPort, dt.ByPort, t1-t0)
 	return obs, c.Check(ctx)
 }
 
+// dual is the shared-ClusterIP case's evidence: each protocol's sends,
+// where they were delivered (pod, then port) and who answered, and the
+// connections node-a's proxy handed to the TCP cluster.
+type dual struct {
+	UDPSent         int                       `json:"udp_sent"`
+	UDPPorts        map[string]map[string]int `json:"udp_ports"`
+	UDPReplies      map[string]int            `json:"udp_replies"`
+	TCPSent         int                       `json:"tcp_sent"`
+	TCPPorts        map[string]map[string]int `json:"tcp_ports"`
+	TCPReplies      map[string]int            `json:"tcp_replies"`
+	TCPClusterConns float64                   `json:"tcp_cluster_conns"`
+}
+
 func checkDual(o redgreen.Observation) error {
-	nu, nt := o.Facts["udp_sent"].(int), o.Facts["tcp_sent"].(int)
-	up := o.Facts["udp_ports"].(map[string]map[string]int)
-	tp := o.Facts["tcp_ports"].(map[string]map[string]int)
+	f, err := redgreen.EvidenceOf[dual](o)
+	if err != nil {
+		return err
+	}
+	nu, nt := f.UDPSent, f.TCPSent
+	up, tp := f.UDPPorts, f.TCPPorts
 	if len(up) != 1 || len(up["dual-0"]) != 1 || up["dual-0"]["udp/7000"] != nu {
 		return fmt.Errorf("UDP delivered %v, want %d at dual-0 udp/7000", up, nu)
 	}
 	if len(tp) != 1 || len(tp["dual-0"]) != 1 || tp["dual-0"]["tcp/7100"] != nt {
 		return fmt.Errorf("TCP delivered %v, want %d at dual-0 tcp/7100", tp, nt)
 	}
-	if r := o.Facts["udp_replies"].(map[string]int); r["dual-0"] != nu {
+	if r := f.UDPReplies; r["dual-0"] != nu {
 		return fmt.Errorf("UDP replies %v, want %d from dual-0", r, nu)
 	}
-	if r := o.Facts["tcp_replies"].(map[string]int); r["dual-0"] != nt {
+	if r := f.TCPReplies; r["dual-0"] != nt {
 		return fmt.Errorf("TCP replies %v, want %d from dual-0", r, nt)
 	}
-	if got := o.Facts["tcp_cluster_conns"].(float64); got != float64(nt) {
+	if got := f.TCPClusterConns; got != float64(nt) {
 		return fmt.Errorf("the proxy handed %.0f connections to tcp:svc-dual.demo, want %d", got, nt)
 	}
 	return nil
@@ -538,7 +626,7 @@ func awaitDelivery(ctx context.Context, c cluster.Cluster, ip netip.Addr, tag, p
 }
 
 func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessRec}
 	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
@@ -579,14 +667,26 @@ func runDrain(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts = map[string]any{"sent": perService, "before": before.ByPod, "after": after.ByPod, "applied_by_ms": took.by.Milliseconds()}
+	obs.Evidence = drain{Sent: perService, Before: before.ByPod, After: after.ByPod, AppliedByMS: took.by.Milliseconds()}
 	obs.Summary = fmt.Sprintf("blue weight 1: %s; blue weight 0: %s; the weight %s", before, after, took)
 	return obs, c.Check(ctx)
 }
 
+// drain is the weight-zero case's evidence: where the datagrams landed
+// before and after blue's weight went to 0, and when the change applied.
+type drain struct {
+	Sent        int            `json:"sent"`
+	Before      map[string]int `json:"before"`
+	After       map[string]int `json:"after"`
+	AppliedByMS int64          `json:"applied_by_ms"`
+}
+
 func checkDrain(o redgreen.Observation) error {
-	n := o.Facts["sent"].(int)
-	b, a := o.Facts["before"].(map[string]int), o.Facts["after"].(map[string]int)
+	f, err := redgreen.EvidenceOf[drain](o)
+	if err != nil {
+		return err
+	}
+	n, b, a := f.Sent, f.Before, f.After
 	if b["w-blue-0"] != n || len(b) != 1 {
 		return fmt.Errorf("before the drain %v, want all %d at w-blue-0 (the name tie-break)", b, n)
 	}
@@ -597,7 +697,7 @@ func checkDrain(o redgreen.Observation) error {
 }
 
 func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessRec, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessRec}
 	c, err := r.cluster(ctx, constants.CaptureTProxy)
 	if err != nil {
 		return obs, err
@@ -679,34 +779,53 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if ferr != nil {
 		flowErr = ferr.Error()
 	}
-	obs.Facts = map[string]any{
-		"flow_sent": fs.Datagrams, "flow_replies": fs.replied(), "flow_delivered": dFlow.ByPod, "flow_sources": len(dFlow.Sources["a-0"]), "flow_error": flowErr,
-		"new_sent": sNew.Datagrams, "new_delivered": dNew.ByPod, "removed_sent": s20.Datagrams, "removed_delivered": d20.total(), "removed_replies": s20.replied(),
-		"applied_by_ms": took.by.Milliseconds(),
+	obs.Evidence = live{
+		FlowSent: fs.Datagrams, FlowReplies: fs.replied(), FlowDelivered: dFlow.ByPod, FlowSources: len(dFlow.Sources["a-0"]), FlowError: flowErr,
+		NewSent: sNew.Datagrams, NewDelivered: dNew.ByPod, RemovedSent: s20.Datagrams, RemovedDelivered: d20.total(), RemovedReplies: s20.replied(),
+		AppliedByMS: took.by.Milliseconds(),
 	}
 	obs.Summary = fmt.Sprintf("svc-a session: %d sent, %d replies, delivered %s from %d proxy source(s); svc-new -> %s (%s); removed svc-20 -> %s",
 		fs.Datagrams, fs.replied(), dFlow, len(dFlow.Sources["a-0"]), dNew, took, d20)
 	return obs, c.Check(ctx)
 }
 
+// live is the add-and-remove case's evidence: the live session's flow
+// through both changes, the added service's and the removed one's.
+type live struct {
+	FlowSent         int            `json:"flow_sent"`
+	FlowReplies      int            `json:"flow_replies"`
+	FlowDelivered    map[string]int `json:"flow_delivered"`
+	FlowSources      int            `json:"flow_sources"`
+	FlowError        string         `json:"flow_error"`
+	NewSent          int            `json:"new_sent"`
+	NewDelivered     map[string]int `json:"new_delivered"`
+	RemovedSent      int            `json:"removed_sent"`
+	RemovedDelivered int            `json:"removed_delivered"`
+	RemovedReplies   int            `json:"removed_replies"`
+	AppliedByMS      int64          `json:"applied_by_ms"`
+}
+
 func checkAddRemove(o redgreen.Observation) error {
-	f := o.Facts
-	n := f["flow_sent"].(int)
+	f, err := redgreen.EvidenceOf[live](o)
+	if err != nil {
+		return err
+	}
+	n := f.FlowSent
 	switch {
-	case f["flow_error"].(string) != "":
-		return fmt.Errorf("the live session failed: %s", f["flow_error"])
+	case f.FlowError != "":
+		return fmt.Errorf("the live session failed: %s", f.FlowError)
 	case n < 10:
 		return fmt.Errorf("the live session sent only %d datagrams", n)
-	case f["flow_replies"].(int) != n:
-		return fmt.Errorf("the live session got %d replies for %d datagrams", f["flow_replies"], n)
-	case f["flow_delivered"].(map[string]int)["a-0"] != n || len(f["flow_delivered"].(map[string]int)) != 1:
-		return fmt.Errorf("the live session's datagrams went to %v, want all %d at a-0", f["flow_delivered"], n)
-	case f["flow_sources"].(int) != 1:
-		return fmt.Errorf("a-0 saw the live session from %d proxy sources: the session was re-created", f["flow_sources"])
-	case f["new_sent"].(int) == 0 || f["new_delivered"].(map[string]int)["spare-0"] != f["new_sent"].(int):
-		return fmt.Errorf("svc-new's %d datagrams went to %v, want all at spare-0", f["new_sent"], f["new_delivered"])
-	case f["removed_sent"].(int) == 0 || f["removed_delivered"].(int) != 0 || f["removed_replies"].(int) != 0:
-		return fmt.Errorf("the removed svc-20 still delivered %d of %d datagrams", f["removed_delivered"], f["removed_sent"])
+	case f.FlowReplies != n:
+		return fmt.Errorf("the live session got %d replies for %d datagrams", f.FlowReplies, n)
+	case f.FlowDelivered["a-0"] != n || len(f.FlowDelivered) != 1:
+		return fmt.Errorf("the live session's datagrams went to %v, want all %d at a-0", f.FlowDelivered, n)
+	case f.FlowSources != 1:
+		return fmt.Errorf("a-0 saw the live session from %d proxy sources: the session was re-created", f.FlowSources)
+	case f.NewSent == 0 || f.NewDelivered["spare-0"] != f.NewSent:
+		return fmt.Errorf("svc-new's %d datagrams went to %v, want all at spare-0", f.NewSent, f.NewDelivered)
+	case f.RemovedSent == 0 || f.RemovedDelivered != 0 || f.RemovedReplies != 0:
+		return fmt.Errorf("the removed svc-20 still delivered %d of %d datagrams", f.RemovedDelivered, f.RemovedSent)
 	}
 	return nil
 }

@@ -317,6 +317,9 @@ func (g *gate) suites(files []string) int {
 		if v == results.Interrupted {
 			g.failf("%s: suite %s was interrupted, not judged: the run was cut short before its cases were done; run it to the end", f, r.Suite)
 		}
+		if v == results.Partial {
+			g.failf("%s: suite %s is a partial run, not judged (%s): a focused run speaks for the cases it ran, not for the suite; run the suite whole", f, r.Suite, r.Partial)
+		}
 		if v != results.Pass || len(problems) > 0 {
 			g.failedSuites++
 		}

@@ -412,3 +412,44 @@ func TestInterruptedSuiteIsNotJudged(t *testing.T) {
 		p+": suite udproute was interrupted, not judged",
 		"FAIL: 1 of 1 suite(s)")
 }
+
+// A focused run (go test -ginkgo.focus) writes its result marked partial:
+// its rows may all be green, controls included, but they speak for the
+// cases that ran, and the gate refuses it, whatever verdict it declares.
+func TestPartialSuiteIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(results.EnvRevision, rev)
+	t.Setenv(results.EnvDirty, "false")
+	obs := func(s string) func(context.Context) (redgreen.Observation, error) {
+		return func(context.Context) (redgreen.Observation, error) {
+			return redgreen.Observation{Summary: s, Witness: "the backends", Facts: map[string]any{"saw": s}}, nil
+		}
+	}
+	ok := func(redgreen.Observation) error { return nil }
+	run := redgreen.Start(context.Background(), redgreen.Suite{Name: "udproute", Subject: "s", Cases: []redgreen.Case{
+		{Name: "selection-redirect", Role: redgreen.Control, Expect: "collapse", Run: obs("collapsed"), Check: ok},
+		{Name: "selection-tproxy", Role: redgreen.Subject, Expect: "own", Run: obs("own"), Check: ok},
+		{Name: "twenty-services", Role: redgreen.Subject, Expect: "own", Run: obs("own"), Check: ok},
+	}})
+	for _, name := range []string{"selection-redirect", "selection-tproxy"} {
+		if _, err := run.Case(context.Background(), name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run.Finish(context.Background())
+	if r.Verdict != results.Partial {
+		t.Fatalf("a run that left a case out: %s (%s), want PARTIAL", r.Verdict, r.Reason)
+	}
+	p := filepath.Join(dir, "suites", "udproute.json")
+	for _, declared := range []results.Verdict{results.Partial, results.Pass} {
+		r.Verdict = declared
+		write(t, dir, r)
+		code, out := runGate(t, config{dir: dir, build: rev, required: []string{"udproute"}})
+		if code == 0 {
+			t.Errorf("a partial suite declaring %s passed:\n%s", declared, out)
+		}
+		wantAll(t, "partial declaring "+string(declared), out,
+			p+": suite udproute is a partial run, not judged (ran 2 of 3 cases; not run: twenty-services)",
+			"FAIL: 1 of 1 suite(s)")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/privileged"
+	"github.com/aether-mesh/aether/rigs/wait"
 )
 
 func writeState(t *testing.T, s State) {
@@ -165,10 +167,11 @@ func fakeCluster(t *testing.T, runDir string) *State {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
 	var s *State
-	deadline := time.Now().Add(30 * time.Second)
-	for s == nil && time.Now().Before(deadline) {
+	if _, err := wait.Until(context.Background(), 30*time.Second, 20*time.Millisecond, func() (bool, error) {
 		s, _ = readState(runDir)
-		time.Sleep(20 * time.Millisecond)
+		return s != nil, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if s == nil {
 		t.Fatal("the fake up wrote no state")

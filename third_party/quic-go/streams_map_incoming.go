@@ -215,7 +215,7 @@ func (m *incomingStreamsMap[T]) maybeDeleteStream(id protocol.StreamID, entry in
 	if m.maxNumStreams > uint64(len(m.streams)) {
 		maxStream := m.nextStreamToOpen + 4*protocol.StreamID(m.maxNumStreams-uint64(len(m.streams))-1)
 		// never send a value larger than the maximum value for a stream number
-		if maxStream <= protocol.MaxStreamID {
+		if maxStream <= protocol.MaxStreamID && m.creditLow() {
 			m.maxStream = maxStream
 			m.queueMaxStreamID(&wire.MaxStreamsFrame{
 				Type:         m.streamType,
@@ -223,6 +223,24 @@ func (m *incomingStreamsMap[T]) maybeDeleteStream(id protocol.StreamID, entry in
 			})
 		}
 	}
+}
+
+// creditLow says whether the peer should be told of new stream credit now:
+// once the streams it may still open under the limit last advertised
+// (m.maxStream) are fewer than half of maxNumStreams. Sending a MAX_STREAMS
+// frame after every completed stream costs a packet of its own per
+// request/response exchange (quic-go#2872); waiting for half the credit
+// to be used sends one per maxNumStreams/2 streams. It cannot stall the
+// peer: a peer that used all its credit has none left, so the next
+// completed stream sends the update. The credit not yet advertised is at
+// most half of maxNumStreams, so the peer can always hold at least
+// ceil(maxNumStreams/2) streams open at once.
+func (m *incomingStreamsMap[T]) creditLow() bool {
+	var remaining uint64
+	if m.maxStream >= m.nextStreamToOpen {
+		remaining = uint64(m.maxStream.StreamNum()-m.nextStreamToOpen.StreamNum()) + 1
+	}
+	return 2*remaining < m.maxNumStreams
 }
 
 func (m *incomingStreamsMap[T]) CloseWithError(err error) {

@@ -181,7 +181,8 @@ func testStreamsMapIncomingDeletingStreams(t *testing.T, perspective protocol.Pe
 	require.ErrorIs(t, err, &qerr.TransportError{ErrorCode: qerr.StreamStateError})
 	require.ErrorContains(t, err, "tried to delete unknown incoming stream")
 
-	s, err := m.GetOrOpenStream(firstStream + 4)
+	// (aether: 3 of 5 streams, leaving the peer less than half its credit)
+	s, err := m.GetOrOpenStream(firstStream + 8)
 	require.NoError(t, err)
 	require.NotNil(t, s)
 	// delete the stream
@@ -206,9 +207,18 @@ func testStreamsMapIncomingDeletingStreams(t *testing.T, perspective protocol.Pe
 	require.Equal(t, &wire.MaxStreamsFrame{Type: protocol.StreamTypeUni, MaxStreamNum: 6}, frameQueue[0])
 	frameQueue = frameQueue[:0]
 
+	// aether: the peer may open 3 more of its 5 streams, so no update yet
 	require.NoError(t, m.DeleteStream(firstStream))
+	require.Empty(t, frameQueue)
+	// once it opens one of them, it holds 2 of 5, and the next completed stream issues credit
+	_, err = m.GetOrOpenStream(firstStream + 12)
+	require.NoError(t, err)
+	str, err = m.AcceptStream(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, firstStream+8, str.id)
+	require.NoError(t, m.DeleteStream(firstStream+8))
 	require.Len(t, frameQueue, 1)
-	require.Equal(t, &wire.MaxStreamsFrame{Type: protocol.StreamTypeUni, MaxStreamNum: 7}, frameQueue[0])
+	require.Equal(t, &wire.MaxStreamsFrame{Type: protocol.StreamTypeUni, MaxStreamNum: 8}, frameQueue[0])
 }
 
 // There's a maximum number that can be encoded in a MAX_STREAMS frame.
@@ -243,22 +253,13 @@ func testStreamsMapIncomingDeletingStreamsWithHighLimits(t *testing.T, pers prot
 		require.NoError(t, err)
 	}
 	require.Empty(t, frameQueue)
+	// aether: the peer holds nearly all of its credit, so no MAX_STREAMS frame
+	// is sent (and none could pass MaxStreamCount)
 	require.NoError(t, m.DeleteStream(firstStream+12))
-	require.Len(t, frameQueue, 1)
-	require.Equal(t,
-		&wire.MaxStreamsFrame{Type: protocol.StreamTypeUni, MaxStreamNum: protocol.MaxStreamCount - 1},
-		frameQueue[0],
-	)
 	require.NoError(t, m.DeleteStream(firstStream+8))
-	require.Len(t, frameQueue, 2)
-	require.Equal(t,
-		&wire.MaxStreamsFrame{Type: protocol.StreamTypeUni, MaxStreamNum: protocol.MaxStreamCount},
-		frameQueue[1],
-	)
-	// at this point, we can't increase the stream limit any further, so no more MAX_STREAMS frames will be sent
 	require.NoError(t, m.DeleteStream(firstStream+4))
 	require.NoError(t, m.DeleteStream(firstStream))
-	require.Len(t, frameQueue, 2)
+	require.Empty(t, frameQueue)
 }
 
 func TestStreamsMapIncomingStreamCreditRelease(t *testing.T) {
@@ -318,7 +319,8 @@ func testStreamsMapIncomingStreamCreditRelease(t *testing.T, perspective protoco
 	require.NoError(t, err)
 	require.Empty(t, frameQueue)
 	m.ReleaseStreamCredit(firstStream + 8)
-	require.Equal(t, []wire.Frame{&wire.MaxStreamsFrame{Type: protocol.StreamTypeUni, MaxStreamNum: 6}}, frameQueue)
+	// aether: the peer may still open 2 of its 3 streams, so no update yet
+	require.Empty(t, frameQueue)
 }
 
 func TestStreamsMapIncomingClosing(t *testing.T) {

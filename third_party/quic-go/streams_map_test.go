@@ -151,7 +151,9 @@ func testStreamsMapDeletingStreams(t *testing.T,
 
 	require.Empty(t, frameQueue)
 	// deleting incoming bidirectional streams
-	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingBidiStream}, monotime.Now()))
+	// (aether: the peer opens 51 of its 100 streams, so that it holds less
+	// than half its credit and a completed stream issues more)
+	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingBidiStream + 4*50}, monotime.Now()))
 	require.NoError(t, m.DeleteStream(firstIncomingBidiStream))
 	err = m.DeleteStream(firstIncomingBidiStream + 400)
 	require.ErrorIs(t, err, &qerr.TransportError{ErrorCode: qerr.StreamStateError})
@@ -171,7 +173,7 @@ func testStreamsMapDeletingStreams(t *testing.T,
 	frameQueue = frameQueue[:0]
 
 	// deleting incoming unidirectional streams
-	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingUniStream}, monotime.Now()))
+	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingUniStream + 4*50}, monotime.Now()))
 	require.NoError(t, m.DeleteStream(firstIncomingUniStream))
 	err = m.DeleteStream(firstIncomingUniStream + 400)
 	require.ErrorIs(t, err, &qerr.TransportError{ErrorCode: qerr.StreamStateError})
@@ -233,8 +235,9 @@ func testStreamsMapStreamCreditRelease(t *testing.T,
 	m.ReleaseStreamCredit(firstOutgoingBidiStream)
 	require.NoError(t, m.DeleteStream(firstOutgoingBidiStream))
 
-	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingBidiStream}, monotime.Now()))
-	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingUniStream}, monotime.Now()))
+	// (aether: 51 of 100 streams each way, leaving the peer less than half its credit)
+	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingBidiStream + 4*50}, monotime.Now()))
+	require.NoError(t, m.HandleStreamFrame(&wire.StreamFrame{StreamID: firstIncomingUniStream + 4*50}, monotime.Now()))
 	_, err = m.AcceptStream(context.Background())
 	require.NoError(t, err)
 	_, err = m.AcceptUniStream(context.Background())

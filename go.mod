@@ -141,3 +141,7 @@ tool (
 // kind's docker provider, patched to start nodes on engines that refuse
 // --privileged (third_party/kind/README.md).
 replace sigs.k8s.io/kind => ./third_party/kind
+
+// quic-go, patched to advertise MAX_STREAMS in batches instead of after
+// every stream (third_party/quic-go/README.md).
+replace github.com/quic-go/quic-go => ./third_party/quic-go

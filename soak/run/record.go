@@ -105,6 +105,18 @@ func (r *Recorder) Has(name string) bool {
 	return false
 }
 
+// HasWith says some series name carries label k = v.
+func (r *Recorder) HasWith(name, k, v string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.series {
+		if s.Labels["__name__"] == name && s.Labels[k] == v {
+			return true
+		}
+	}
+	return false
+}
+
 // Trim drops every sample after end: a run stopped between ticks ends at
 // the last tick every series reached.
 func (r *Recorder) Trim(end time.Time) {

@@ -2,8 +2,12 @@ package run
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func TestMonotonicReadsCountersAsIncrease(t *testing.T) {
@@ -89,5 +93,32 @@ func TestStepsAreContiguous(t *testing.T) {
 			t.Fatalf("step %d starts at %s, the one before ended at %s", i, sp.Start.Format(time.StampMicro), prev.End.Format(time.StampMicro))
 		}
 		prev = sp
+	}
+}
+
+// sameStart reads a process's start as the process collector reports it:
+// this test process's own process_start_time_seconds is its start, and a
+// second later is another process's.
+func TestSameStartMatchesTheProcessCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := -1.0
+	for _, f := range fams {
+		if f.GetName() == metricStart {
+			start = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if start < 0 {
+		t.Fatalf("the process collector exports no %s", metricStart)
+	}
+	if !sameStart(os.Getpid(), start) {
+		t.Errorf("pid %d: start %f not read as its own", os.Getpid(), start)
+	}
+	if sameStart(os.Getpid(), start+1) {
+		t.Errorf("pid %d: start %f read as its own, it started at %f", os.Getpid(), start+1, start)
 	}
 }

@@ -21,7 +21,8 @@ const (
 	// agent's process_open_fds).
 	SeriesOpenFDs = "aether_soak_open_fds"
 	// SeriesGoroutines: goroutines, from go_goroutines where the process
-	// exports it (the agents; the proxies export no Go runtime metrics).
+	// exports it (the agents, and the proxies that export the Go
+	// collector's metrics).
 	SeriesGoroutines = "aether_soak_goroutines"
 	// SeriesPairs: the QUIC pairs an agent holds recorded, live and
 	// dormant (aether_agent_pairs): the pair state it keeps in its state
@@ -29,7 +30,7 @@ const (
 	SeriesPairs = "aether_soak_agent_pairs"
 )
 
-// The agent's own metrics the resource sampling reads.
+// The agent's (and the proxy's) own metrics the resource sampling reads.
 const (
 	metricResident  = "process_resident_memory_bytes"
 	metricOpenFDs   = "process_open_fds"
@@ -128,10 +129,14 @@ func (s *Sampler) addResource(name string, labels map[string]string, at time.Tim
 	}
 }
 
-// sampleProxyResources reads the node's current proxy process from /proc.
-// A process gone between ticks (a hot restart's old epoch) is skipped:
-// a gauge has no value to carry over.
-func (s *Sampler) sampleProxyResources(ns *nodeState, pid int, at time.Time) {
+// sampleProxyResources reads the node's current proxy process from /proc,
+// and its goroutines from sc, the proxy's scrape of this tick, when the
+// scrape is that process's: across a hot restart the metrics address
+// moves from one epoch to the next between the scrape and the pid read,
+// so the scrape's process_start_time_seconds must be the pid's own. A
+// process gone between ticks (a hot restart's old epoch) is skipped: a
+// gauge has no value to carry over.
+func (s *Sampler) sampleProxyResources(ns *nodeState, pid int, sc scrape, at time.Time) {
 	rss, fds, err := procResources(pid)
 	if err != nil {
 		s.miss(ns.n.Name + " proxy resources")
@@ -140,6 +145,57 @@ func (s *Sampler) sampleProxyResources(ns *nodeState, pid int, at time.Time) {
 	lbl := map[string]string{"node": ns.n.Name, "component": "proxy", "life": ns.proxyLife.of(strconv.Itoa(pid))}
 	s.addResource(SeriesResident, lbl, at, rss)
 	s.addResource(SeriesOpenFDs, lbl, at, fds)
+	g, ok := sc[metricGoroutine][""]
+	if !ok {
+		return
+	}
+	if start, ok := sc[metricStart][""]; !ok || !sameStart(pid, start) {
+		s.miss(ns.n.Name + " proxy goroutines")
+		return
+	}
+	s.addResource(SeriesGoroutines, lbl, at, g)
+}
+
+// sameStart says process pid started at start, a process collector's
+// process_start_time_seconds, computed as the collector computes it: the
+// boot time plus the process's start in clock ticks of 1/100 s.
+func sameStart(pid int, start float64) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return false
+	}
+	// starttime is field 22; the fields after the command start at 3.
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 20 {
+		return false
+	}
+	ticks, err := strconv.ParseFloat(f[19], 64)
+	if err != nil {
+		return false
+	}
+	boot, err := bootTime()
+	if err != nil {
+		return false
+	}
+	return float64(boot)+ticks/100 == start
+}
+
+// bootTime is /proc/stat's btime, in seconds since the epoch.
+func bootTime() (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/stat has no btime")
 }
 
 // procResources is a process's resident bytes and open descriptors.

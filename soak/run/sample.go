@@ -148,9 +148,9 @@ func (s *Sampler) sampleNode(ctx context.Context, ns *nodeState, at time.Time, r
 	instant := time.Now()
 	body, err := ns.n.Get(ctx, ns.n.ProxyMetrics, "/metrics")
 	pid := s.pid(ns)
+	var sc scrape
 	if err == nil {
-		var sc scrape
-		if sc, err = parseText(body, metricHTTPRequests); err == nil {
+		if sc, err = parseText(body, metricHTTPRequests, metricGoroutine, metricStart); err == nil {
 			reqs := sc[metricHTTPRequests]
 			listeners := s.sources[ns.n.Name]
 			ns.lastReq = ns.requests.Observe(where(reqs, func(l string) bool { return contains(listeners, label(l, "listener")) }))
@@ -167,7 +167,7 @@ func (s *Sampler) sampleNode(ctx context.Context, ns *nodeState, at time.Time, r
 	s.add(SeriesNC, lbl, at, ns.lastNC)
 	s.add(SeriesProxyCPU, lbl, at, s.readCPU(ns, pid).Seconds())
 	if res {
-		s.sampleProxyResources(ns, pid, at)
+		s.sampleProxyResources(ns, pid, sc, at)
 	}
 	s.sampleAgent(ctx, ns, at, lbl, res)
 }

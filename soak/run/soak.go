@@ -265,7 +265,8 @@ func (s *soak) write(spans []Span, end time.Time, partial string) (*Result, erro
 		for _, n := range s.c.Nodes() {
 			o.Nodes = append(o.Nodes, n.Name)
 		}
-		o.Goroutines, o.Pairs = s.res.Has(SeriesGoroutines), s.res.Has(SeriesPairs)
+		o.Goroutines, o.Pairs = s.res.HasWith(SeriesGoroutines, "component", "agent"), s.res.Has(SeriesPairs)
+		o.ProxyGoroutines = s.res.HasWith(SeriesGoroutines, "component", "proxy")
 	}
 	o.ProbesPlanned = planned
 	res.Manifest, err = WriteManifest(s.dir, Manifest(o, spans))

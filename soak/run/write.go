@@ -44,10 +44,12 @@ type Outline struct {
 	DirectInterval time.Duration
 	// Leaks, when set, adds the leak gates over ResourcesFile for every
 	// node's agent and proxy (Nodes); Goroutines and Pairs say the agents
-	// exported those (their gates are left out otherwise).
-	Leaks             *LeakConfig
-	Nodes             []string
-	Goroutines, Pairs bool
+	// exported those (their gates are left out otherwise), ProxyGoroutines
+	// that the proxies exported their goroutines too (the goroutine gate
+	// then expects them).
+	Leaks                              *LeakConfig
+	Nodes                              []string
+	Goroutines, Pairs, ProxyGoroutines bool
 	// ProbesPlanned, when set, is how many liveness probes the planned
 	// rate starts over the soak: the probes-short gate allows
 	// ProbesShortFraction of it.
@@ -154,7 +156,7 @@ func addFault(m *manifest.Manifest, o Outline, sp Span) {
 
 // leakGates are the leak gates of o.Leaks: resident memory and open files
 // of every node's agent and proxy, fitted within each process's lives;
-// the agents' goroutines (the proxies export none); the agents' recorded
+// the agents' goroutines, and the proxies' where they export them; the agents' recorded
 // pairs, which outlive a process (the state file carries them over), so a
 // node's agents are fitted as one life.
 func leakGates(o Outline) []manifest.LeakGate {
@@ -179,8 +181,11 @@ func leakGates(o Outline) []manifest.LeakGate {
 		gate(grade.GateLeakResident, SeriesResident, "bytes", "resident memory of every agent (its process_resident_memory_bytes) and proxy (/proc/<pid>/statm), every "+every+"; growth fitted within each process's life", l.ResidentBytes, "life", both),
 		gate(grade.GateLeakFDs, SeriesOpenFDs, "fds", "open file descriptors of every agent (its process_open_fds) and proxy (/proc/<pid>/fd), every "+every+"; growth fitted within each process's life", l.OpenFDs, "life", both),
 	}
-	if o.Goroutines {
-		out = append(out, gate(grade.GateLeakGoroutines, SeriesGoroutines, "goroutines", "goroutines of every agent (its go_goroutines), every "+every+", fitted within each life; the proxies export no Go runtime metrics, so theirs are not measured", l.Goroutines, "life", agents))
+	switch {
+	case o.Goroutines && o.ProxyGoroutines:
+		out = append(out, gate(grade.GateLeakGoroutines, SeriesGoroutines, "goroutines", "goroutines of every agent and proxy (its go_goroutines), every "+every+", fitted within each life", l.Goroutines, "life", both))
+	case o.Goroutines:
+		out = append(out, gate(grade.GateLeakGoroutines, SeriesGoroutines, "goroutines", "goroutines of every agent (its go_goroutines), every "+every+", fitted within each life; the proxies exported no Go runtime metrics, so theirs are not measured", l.Goroutines, "life", agents))
 	}
 	if o.Pairs {
 		out = append(out, gate(grade.GateLeakPairs, SeriesPairs, "pairs", "QUIC pairs each agent holds recorded, live and dormant (aether_agent_pairs), every "+every+"; the state file carries them across restarts, so each node's agents are fitted as one", l.Pairs, "", agents))

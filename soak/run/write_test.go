@@ -344,6 +344,44 @@ func TestManifestGradesTheLongSoaksGates(t *testing.T) {
 	}
 }
 
+// When the proxies export their goroutines the goroutine gate expects
+// every proxy beside every agent, and a proxy whose goroutines climb 2,000
+// an hour fails it, named; without the proxies' series the gate expects
+// the agents alone.
+func TestGoroutineGateCoversTheProxies(t *testing.T) {
+	grow := func(perHour float64) (*manifest.Manifest, *grade.Grade) {
+		rec, spans, start, end := synthetic(t, 1.2, 0)
+		l := DefaultLeaks()
+		l.MinSpan, l.PairsMinSpan = time.Minute, time.Minute
+		res := resourcesOf(t, start, end, "node-a", "node-b")
+		for ts := start; !ts.After(end); ts = ts.Add(5 * time.Second) {
+			for _, n := range []string{"node-a", "node-b"} {
+				v := 40.0
+				if n == "node-b" {
+					v += perHour * ts.Sub(start).Hours()
+				}
+				if err := res.Add(SeriesGoroutines, map[string]string{"node": n, "component": "proxy", "life": "1"}, ts, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return writeAndGradeWith(t, rec, spans, start, end, "", func(o *Outline) {
+			o.Leaks, o.Nodes, o.Goroutines, o.Pairs, o.ProxyGoroutines = &l, []string{"node-a", "node-b"}, true, true, true
+		}, res)
+	}
+	m, g := grow(0)
+	if got := strings.Join(m.Gates.Leaks[2].Expect, ","); got != "node-a/agent,node-a/proxy,node-b/agent,node-b/proxy" {
+		t.Fatalf("goroutine gate expects %s, want every agent and proxy", got)
+	}
+	if gt := gate(t, g, grade.GateLeakGoroutines); gt.Verdict != grade.Pass {
+		t.Fatalf("level proxies: goroutine gate %s (%s), want PASS", gt.Verdict, gt.Figure+"; "+gt.Reason)
+	}
+	_, g = grow(2000)
+	if gt := gate(t, g, grade.GateLeakGoroutines); gt.Verdict != grade.Fail || !strings.Contains(gt.Figure+gt.Reason, "node-b/proxy") {
+		t.Fatalf("node-b's proxy +2000 goroutines/h: goroutine gate %s (%s), want FAIL naming node-b/proxy", gt.Verdict, gt.Figure+"; "+gt.Reason)
+	}
+}
+
 func gate(t *testing.T, g *grade.Grade, name string) grade.Gate {
 	t.Helper()
 	for _, gt := range g.Gates {

@@ -24,6 +24,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/proxy"
 	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func main() {
@@ -78,6 +79,10 @@ func run(args []string) error {
 	p := proxy.New(proxy.Options{Node: *node, XDS: *target, Mark: uint32(mark), Batch: *batch, Log: log,
 		Restart: &proxy.Restart{Epoch: hr.epoch, Parent: parent, DrainTime: hr.drainTime}})
 
+	// The Go runtime's and the process's own figures (go_goroutines,
+	// process_open_fds, process_resident_memory_bytes), as the agent
+	// exports them: the soak's leak gates read them.
+	p.Metrics().Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	admin := &metricsServer{addr: *metricsAddr, handler: p.Metrics().Handler()}
 	if parent != nil {
 		if err := parent.ShutdownAdmin(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -104,6 +105,10 @@ func (m *metricsServer) Restore() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.handler)
+	// The address is loopback only (main refuses any other), so the
+	// profiles a leak hunt needs (goroutines, heap) are served beside the
+	// metrics.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	m.mu.Lock()
 	m.srv = srv

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/hcm"
@@ -109,6 +110,20 @@ func (p *Pool) transport(s *cluster.Spec, fs []hcm.FilterState) *http.Transport 
 	return t
 }
 
+// The upstream HTTP/2 health check. A peer partitioned away sends no FIN
+// and no RST, and a connection with no stream in flight has nothing
+// unacknowledged for the kernel to give up on, so without a check the
+// pool holds it (and its socket) until IdleTimeout, an hour, and every
+// fault adds more. A PING after sendPingTimeout with no frame read, and
+// the connection closed when none comes back within pingTimeout (Go's
+// own default for it), bounds a dead connection at 45 s. Envoy sends no
+// keepalive PING unless connection_keepalive is set; this is that
+// option, always on.
+var (
+	sendPingTimeout = 30 * time.Second
+	pingTimeout     = 15 * time.Second
+)
+
 func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	t := &http.Transport{
 		MaxIdleConnsPerHost: 64,
@@ -127,6 +142,7 @@ func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetHTTP2(s.HTTP == cluster.HTTP2)
 	t.Protocols.SetHTTP1(s.HTTP != cluster.HTTP2)
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: sendPingTimeout, PingTimeout: pingTimeout}
 	t.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		c, err := p.dialTCP(ctx, s)
 		if err != nil {

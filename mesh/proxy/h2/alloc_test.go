@@ -71,7 +71,22 @@ func TestResponseCopyIsPooled(t *testing.T) {
 // (the agent's format) allocates nothing: the line is rendered into a
 // pooled buffer. Every request of every HTTP listener writes one.
 func TestAccessLogWriteAllocatesNothing(t *testing.T) {
-	mc := agentmtls.Mesh{Domain: meshDomain, AccessLog: filepath.Join(t.TempDir(), "access.log")}
+	al := inboundAccessLog(t, filepath.Join(t.TempDir(), "access.log"))
+	lf := &h2.LogFiles{Err: func(err error) { t.Error(err) }}
+	t.Cleanup(func() { lf.Close() })
+	r := hcm.Record{PeerURI: id("src"), Cluster: "inbound|8080||", Authority: dstAuthority, Protocol: "HTTP/3.0",
+		Status: http.StatusOK, Duration: time.Millisecond, BytesReceived: 100, BytesSent: 2}
+	lf.Write(al, r)
+	if n := testing.AllocsPerRun(100, func() { lf.Write(al, r) }); n != 0 {
+		t.Fatalf("%v allocations per access log line", n)
+	}
+}
+
+// inboundAccessLog is the access log of the agent's own inbound chain for
+// a pod, writing to path, as the proxy compiles it.
+func inboundAccessLog(t *testing.T, path string) *hcm.AccessLog {
+	t.Helper()
+	mc := agentmtls.Mesh{Domain: meshDomain, AccessLog: path}
 	dst := agentmtls.Pod{Namespace: ns, Name: "dst-0", ID: id("dst"), IP: netip.MustParseAddr("127.0.0.1"),
 		Serves: []agentmtls.Port{{Service: "dst", Namespace: ns, Port: 8080, TargetPort: 7080}}}
 	l, _, err := agentmtls.InboundListenerFor(mc, dst)
@@ -86,12 +101,5 @@ func TestAccessLogWriteAllocatesNothing(t *testing.T) {
 	if al == nil {
 		t.Fatal("the agent's inbound chain has no access log")
 	}
-	lf := &h2.LogFiles{Err: func(err error) { t.Error(err) }}
-	t.Cleanup(func() { lf.Close() })
-	r := hcm.Record{PeerURI: id("src"), Cluster: "inbound|8080||", Authority: dstAuthority, Protocol: "HTTP/3.0",
-		Status: http.StatusOK, Duration: time.Millisecond, BytesReceived: 100, BytesSent: 2}
-	lf.Write(al, r)
-	if n := testing.AllocsPerRun(100, func() { lf.Write(al, r) }); n != 0 {
-		t.Fatalf("%v allocations per access log line", n)
-	}
+	return al
 }

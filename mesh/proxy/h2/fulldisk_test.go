@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,10 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/hcm"
-	"github.com/aether-mesh/aether/mesh/proxy/listener"
 	"github.com/aether-mesh/aether/rigs/privileged"
 )
 
@@ -36,18 +33,7 @@ func TestAccessLogOnAFullDiskLosesLinesWhole(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	path := filepath.Join(dir, "access.log")
 
-	mc := agentmtls.Mesh{Domain: meshDomain, AccessLog: path}
-	dst := agentmtls.Pod{Namespace: ns, Name: "dst-0", ID: id("dst"), IP: netip.MustParseAddr("127.0.0.1"),
-		Serves: []agentmtls.Port{{Service: "dst", Namespace: ns, Port: 8080, TargetPort: 7080}}}
-	l, _, err := agentmtls.InboundListenerFor(mc, dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := listener.FromProto(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	al := s.HTTP.Chains[0].HCM.AccessLog
+	al := inboundAccessLog(t, path)
 	var lost []*h2.LogError
 	lf := &h2.LogFiles{Err: func(err error) {
 		le, ok := errors.AsType[*h2.LogError](err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -53,21 +52,7 @@ func (c *maxStreamsCounter) RecordEvent(e qlogwriter.Event) {
 // credit arrived.
 func TestStreamCreditIsGrantedInBatches(t *testing.T) {
 	p := newPKI(t)
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	in, err := ServeInbound(conn, InboundOptions{
-		TLS: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return &tls.Config{Certificates: []tls.Certificate{tlsCert(p.server)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: p.roots}, nil
-		},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.Close() })
+	addr := serveOK(t, p)
 
 	var count maxStreamsCounter
 	tr := &http3.Transport{
@@ -78,7 +63,7 @@ func TestStreamCreditIsGrantedInBatches(t *testing.T) {
 	const requests = 200
 	for i := range requests {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+conn.LocalAddr().String()+"/", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/", nil)
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			cancel()

@@ -49,22 +49,7 @@ func procUsage(t *testing.T) (rss, fds int64) {
 // the process's RSS and fds stay bounded.
 func TestStreamFloodIsBoundedPerConnection(t *testing.T) {
 	p := newPKI(t)
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	in, err := ServeInbound(conn, InboundOptions{
-		TLS: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return &tls.Config{Certificates: []tls.Certificate{tlsCert(p.server)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: p.roots}, nil
-		},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.Close() })
-	addr := conn.LocalAddr().String()
+	addr := serveOK(t, p)
 	clientTLS := func() *tls.Config {
 		return &tls.Config{RootCAs: p.roots, ServerName: "backend.demo.mesh.local", Certificates: []tls.Certificate{tlsCert(p.client)}, NextProtos: []string{http3.NextProtoH3}}
 	}
@@ -132,4 +117,26 @@ func TestStreamFloodIsBoundedPerConnection(t *testing.T) {
 	if d := fds - fds0; d > 16 {
 		t.Errorf("stream flood: open fds grew by %d, past 16", d)
 	}
+}
+
+// serveOK is an inbound on loopback that requires p's client SVIDs and
+// answers "ok" to every request; it returns its address.
+func serveOK(t *testing.T, p *pki) string {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	in, err := ServeInbound(conn, InboundOptions{
+		TLS: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return &tls.Config{Certificates: []tls.Certificate{tlsCert(p.server)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: p.roots}, nil
+		},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close() })
+	return conn.LocalAddr().String()
 }

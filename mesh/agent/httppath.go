@@ -213,6 +213,23 @@ func (h *HTTPPath) services(st *registry.State, deps registry.Deps, ids map[regi
 		out[resource.EndpointType] = append(out[resource.EndpointType], mtls.H2Assignment(s.Name, s.Namespace, ips))
 		routes = append(routes, mtls.Route{Service: s.Name, Namespace: s.Namespace})
 	}
+	for i := range st.Remote {
+		r := &st.Remote[i]
+		if !deps.Has(r.Key()) {
+			continue
+		}
+		// The SNI is the remote cluster's own spelling of the service:
+		// its gateway's chains and the destination inbound match it.
+		rm := m
+		rm.Domain = r.MeshDomain
+		c, err := mtls.H2ClusterFor(rm, mtls.Service{Name: r.Name, Namespace: r.Namespace, Port: r.Port, Accounts: r.Accounts}, up)
+		if err != nil {
+			return nil, fmt.Errorf("remote service of cluster %q: %w", r.Cluster, err)
+		}
+		out[resource.ClusterType] = append(out[resource.ClusterType], c)
+		out[resource.EndpointType] = append(out[resource.EndpointType], mtls.H2GatewayAssignment(r.Name, r.Namespace, r.Gateway))
+		routes = append(routes, mtls.Route{Service: r.Name, Namespace: r.Namespace})
+	}
 	return routes, nil
 }
 
@@ -291,9 +308,15 @@ func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Rou
 		if st.Waypointed(key) {
 			continue
 		}
+		// A remote service (another cluster's, through its gateway) has
+		// no twin yet: it stays on its h2 cluster.
+		svc, ok := st.Service(key)
+		if !ok {
+			continue
+		}
 		// A destination whose accounts do not name the twin's SNI would
 		// fail every QUIC handshake; it stays on its h2 cluster.
-		if svc, ok := st.Service(key); ok {
+		{
 			if sp, ok := svc.HTTPPort(); ok {
 				if _, ready, err := h.quicAccounts(st, svc, sp.Port); err != nil {
 					return nil, err

@@ -203,6 +203,9 @@ type State struct {
 	Endpoints       map[Key][]Endpoint
 	ServiceAccounts []ServiceAccount
 	UDPRoutes       []UDPRoute
+	// Remote are the services other clusters export (export.go) that this
+	// cluster does not define, in key order; empty in a single cluster.
+	Remote []RemoteService
 }
 
 // Sort puts every slice in key order; sources call it before delivering.

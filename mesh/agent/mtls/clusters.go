@@ -83,6 +83,16 @@ func H2Assignment(name, namespace string, ips []netip.Addr) *endpointv3.ClusterL
 	return la
 }
 
+// H2GatewayAssignment is a remote service's load assignment: the one
+// endpoint is the exporting cluster's east-west gateway, which forwards
+// the connection by its SNI to a destination pod's 18008 without
+// terminating it, so the mTLS session runs from this proxy to that pod.
+func H2GatewayAssignment(name, namespace string, gw netip.AddrPort) *endpointv3.ClusterLoadAssignment {
+	return &endpointv3.ClusterLoadAssignment{ClusterName: xdsnames.H2Cluster(name, namespace), Endpoints: []*endpointv3.LocalityLbEndpoints{{
+		LbEndpoints: []*endpointv3.LbEndpoint{lbEndpoint(gw.Addr().String(), gw.Port(), "")},
+	}}}
+}
+
 func lbEndpoint(ip string, port uint16, netns string) *endpointv3.LbEndpoint {
 	return &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 		Address: tcpAddress(ip, port, netns),

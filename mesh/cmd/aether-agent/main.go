@@ -89,6 +89,7 @@ type config struct {
 	mode, transport, handoffSock                          *string
 	verbose                                               *bool
 	listen                                                listFlag
+	remoteExports                                         listFlag
 	mt                                                    mtlsFlags
 	pf                                                    pairFlags
 	ctl                                                   controlFlags
@@ -111,6 +112,7 @@ func parseFlags() *config {
 	c.pf.register()
 	c.ctl.register()
 	flag.Var(&c.listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
+	flag.Var(&c.remoteExports, "remote-export", "file of another cluster's export (its gateway, services and SPIFFE IDs), watched; its services are reached through that cluster's east-west gateway on the mTLS path; repeatable")
 	flag.Parse()
 	return c
 }
@@ -136,6 +138,9 @@ func (c *config) check() (constants.CaptureMode, error) {
 	cm, err := constants.ParseCaptureMode(*c.mode)
 	if err != nil {
 		return "", fmt.Errorf("--capture-mode: %w", err)
+	}
+	if len(c.remoteExports) > 0 && *c.mt.trustDomain == "" {
+		return "", errors.New("--remote-export: a remote service is reached on the mTLS path, which needs --trust-domain and --ca-dir")
 	}
 	return cm, nil
 }
@@ -232,6 +237,9 @@ func serve(ctx context.Context, c *config, a *agent.Agent, src registry.Source, 
 	if ho != nil {
 		go func() { errc <- ho.Serve(ctx) }()
 		src = registry.WithHandoff(src, ho)
+	}
+	if len(c.remoteExports) > 0 {
+		src = registry.WithExports(src, c.remoteExports, 0)
 	}
 	src = warnUnknownNode(src, *c.node, logger)
 	go func() { errc <- a.Run(ctx, src) }()

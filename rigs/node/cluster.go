@@ -46,6 +46,17 @@ type Config struct {
 	// EchoTLS, when set, is every pod app's own mTLS port (the HTTP
 	// echo's --tls value): the app-to-app baseline of the benchmark.
 	EchoTLS string
+
+	// What UpClusters sets for each cluster of a multi-cluster run.
+	// underlay is the nodes' bridge prefix (zero: UnderlayPrefix); wan is
+	// the shared network (nil: a cluster with a gateway node makes its
+	// own); peers are the other clusters its gateway node routes to;
+	// export is set to have every registry write rewrite the cluster's
+	// export file.
+	underlay netip.Prefix
+	wan      *wan
+	peers    []peer
+	export   *exportTarget
 }
 
 // Cluster is a running embedded cluster.
@@ -55,10 +66,27 @@ type Cluster struct {
 	// RegistryFile is the scenario the agents watch. It holds no netns
 	// paths: the agents take those from the CNI handoff.
 	RegistryFile string
+	// Name, TrustDomain and MeshDomain are the cluster's entry in a
+	// clusters file (UpClusters); empty for a cluster brought up alone.
+	Name, TrustDomain, MeshDomain string
+	// ExportFile is where the cluster's export is kept (rewritten with
+	// every registry write), which the other clusters' agents read; empty
+	// unless the cluster is one of several and has a gateway node.
+	ExportFile string
+	// CADir is the cluster's own CA (identity.CAFile in it), made by
+	// UpClusters with the mesh on; empty otherwise.
+	CADir string
 
 	cfg    Config
 	id     int
 	bridge *netns.NS
+	// underlay is the nodes' bridge prefix.
+	underlay netip.Prefix
+	// ownWAN is the shared network of a cluster brought up alone with a
+	// gateway node; in a multi-cluster run the Multi owns it.
+	ownWAN      *wan
+	gateway     *Node
+	gatewayAddr netip.Addr
 	nodes  []*Node
 	pods   []*Pod
 	cni    *cniRunner
@@ -142,8 +170,11 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := prepareRunDir(cfg.RunDir); err != nil {
 		return nil, err
 	}
+	if !cfg.underlay.IsValid() {
+		cfg.underlay = UnderlayPrefix
+	}
 	c = &Cluster{Mode: cfg.Mode, RunDir: cfg.RunDir, cfg: cfg, id: int(clusterSeq.Add(1)), scenario: *sc,
-		RegistryFile: filepath.Join(cfg.RunDir, "registry.yaml")}
+		underlay: cfg.underlay, RegistryFile: filepath.Join(cfg.RunDir, "registry.yaml")}
 	defer func() {
 		if err != nil {
 			if cerr := c.Close(); cerr != nil {
@@ -257,6 +288,25 @@ func (c *Cluster) Node(name string) *Node {
 
 // Bridge returns the namespace holding the bridge the nodes hang off.
 func (c *Cluster) Bridge() *netns.NS { return c.bridge }
+
+// Underlay is the prefix of the nodes' bridge addresses: UnderlayPrefix
+// for a cluster brought up alone, the k-th cluster's own in a
+// multi-cluster run.
+func (c *Cluster) Underlay() netip.Prefix { return c.underlay }
+
+// Gateway returns the cluster's gateway node and its address on the
+// shared network, or nil when no node is the cluster's gateway.
+func (c *Cluster) Gateway() (*Node, netip.Addr) { return c.gateway, c.gatewayAddr }
+
+// WAN returns the namespace of the shared network's bridge when the
+// cluster made its own (a cluster brought up alone with a gateway node),
+// else nil.
+func (c *Cluster) WAN() *netns.NS {
+	if c.ownWAN == nil {
+		return nil
+	}
+	return c.ownWAN.ns
+}
 
 // Nodes returns the nodes in scenario order.
 func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
@@ -402,7 +452,51 @@ func (c *Cluster) writeRegistry() error {
 	if err := os.Rename(tmp, c.RegistryFile); err != nil {
 		return fmt.Errorf("failed to replace registry file %q: %w", c.RegistryFile, err)
 	}
-	return nil
+	return c.writeExport()
+}
+
+// exportTarget is where a cluster of a multi-cluster run writes its export
+// (registry.ExportOf), which the other clusters' agents read with
+// --remote-export.
+type exportTarget struct {
+	path                          string
+	cluster, trustDomain, meshDom string
+}
+
+// writeExport rewrites the cluster's export from the scenario it now
+// serves, so the other clusters learn a change of its services or
+// endpoints as its own agents do. A cluster without an export target, or
+// without a gateway, has nothing to write.
+func (c *Cluster) writeExport() error {
+	x := c.cfg.export
+	if x == nil {
+		return nil
+	}
+	c.mu.Lock()
+	sc := cloneScenario(c.scenario)
+	c.mu.Unlock()
+	ex, err := exportOf(&sc, c.RegistryFile, x)
+	if err != nil || ex == nil {
+		return err
+	}
+	return registry.WriteExportFile(x.path, ex)
+}
+
+// exportOf is sc's export, nil when sc has no gateway node.
+func exportOf(sc *registry.Scenario, file string, x *exportTarget) (*registry.Export, error) {
+	st, err := sc.State(file)
+	if err != nil {
+		return nil, fmt.Errorf("export of cluster %q: %w", x.cluster, err)
+	}
+	st.DeriveEndpoints()
+	hasGateway := false
+	for _, n := range st.Nodes {
+		hasGateway = hasGateway || n.Gateway != nil
+	}
+	if !hasGateway {
+		return nil, nil
+	}
+	return registry.ExportOf(st, x.cluster, x.trustDomain, x.meshDom)
 }
 
 // backendPorts is every (protocol, targetPort) a scenario's services name:
@@ -502,6 +596,9 @@ func (c *Cluster) Close() error {
 		if err := c.bridge.Delete(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.ownWAN.close(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cluster %d teardown: %w", c.id, err)

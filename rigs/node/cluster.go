@@ -87,9 +87,9 @@ type Cluster struct {
 	ownWAN      *wan
 	gateway     *Node
 	gatewayAddr netip.Addr
-	nodes  []*Node
-	pods   []*Pod
-	cni    *cniRunner
+	nodes       []*Node
+	pods        []*Pod
+	cni         *cniRunner
 
 	mu       sync.Mutex
 	scenario registry.Scenario

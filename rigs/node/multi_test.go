@@ -3,6 +3,8 @@ package node
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/mesh/transparent"
 	"github.com/aether-mesh/aether/rigs/netns"
@@ -317,5 +321,59 @@ func TestClusterUnderlays(t *testing.T) {
 		if got := ClusterUnderlay(k); got.String() != want {
 			t.Errorf("ClusterUnderlay(%d) = %s, want %s", k, got, want)
 		}
+	}
+}
+
+// With the mesh, each cluster's agents run in its own trust domain under
+// the CA the rig made for it, and each gateway node's proxy listens on its
+// gateway address's 18009: a connection from cluster-1's node to
+// cluster-2's gateway is accepted there, where nothing else listens.
+func TestClustersWithTheMesh(t *testing.T) {
+	privileged.Require(t)
+	m, err := UpClusters(context.Background(), MultiConfig{Clusters: multiFixture, Mode: constants.CaptureTProxy, RunDir: t.TempDir(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, c := range m.Clusters() {
+		b, err := os.ReadFile(filepath.Join(c.CADir, identity.CAFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			t.Fatalf("cluster %s: no PEM in its CA file", c.Name)
+		}
+		root, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(root.URIs) != 1 || root.URIs[0].String() != "spiffe://"+c.TrustDomain {
+			t.Fatalf("cluster %s's CA signs for %v, want spiffe://%s", c.Name, root.URIs, c.TrustDomain)
+		}
+	}
+	c1, c2 := m.Cluster("cluster-1"), m.Cluster("cluster-2")
+	_, addr2 := c2.Gateway()
+	dst := netip.AddrPortFrom(addr2, constants.EastWestTunnelPort)
+	from := c1.Node("c1-a")
+	err = poll(context.Background(), 30*time.Second, func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn, err := transparent.DialTCP(ctx, from.NS.Path, dst, transparent.Options{})
+		if err != nil {
+			return false, nil
+		}
+		conn.Close()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("c2-gw's proxy does not accept on %s from c1-a: %v\n%v", dst, err, m.Check())
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

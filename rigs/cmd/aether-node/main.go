@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether/mesh/constants"
+	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/rigs/netns"
 	"github.com/aether-mesh/aether/rigs/node"
 )
@@ -89,6 +90,17 @@ type State struct {
 	Bridge       string      `json:"bridge"`
 	Nodes        []NodeState `json:"nodes"`
 	Pods         []PodState  `json:"pods"`
+	// A cluster of a multi-cluster run: its entry in the clusters file
+	// and its gateway address on the shared network.
+	Name        string `json:"name,omitempty"`
+	TrustDomain string `json:"trustDomain,omitempty"`
+	MeshDomain  string `json:"meshDomain,omitempty"`
+	Gateway     string `json:"gateway,omitempty"`
+	ExportFile  string `json:"exportFile,omitempty"`
+	// A multi-cluster run (SCENARIO is a clusters file): its clusters, in
+	// file order, and the shared network's bridge namespace.
+	Clusters []State `json:"clusters,omitempty"`
+	WAN      string  `json:"wan,omitempty"`
 }
 
 type NodeState struct {
@@ -233,6 +245,13 @@ func up(args []string) error {
 	if err := os.MkdirAll(access, 0o755); err != nil {
 		return fmt.Errorf("failed to create access log dir %q: %w", access, err)
 	}
+	data, err := os.ReadFile(scenario)
+	if err != nil {
+		return fmt.Errorf("failed to read scenario file %q: %w", scenario, err)
+	}
+	if registry.IsClustersFile(data) {
+		return upClusters(ctx, scenario, mode, capture, runDir, bin, self, created)
+	}
 	agentArgs := meshArgs(runDir)
 	c, err := node.Up(ctx, node.Config{Scenario: scenario, Mode: capture, RunDir: runDir, AgentArgs: agentArgs,
 		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
@@ -242,7 +261,38 @@ func up(args []string) error {
 		}
 		return err
 	}
-	st := State{PID: os.Getpid(), Scenario: scenario, Mode: mode, RunDir: runDir, RegistryFile: c.RegistryFile, Bridge: c.Bridge().Name}
+	st := clusterState(c)
+	st.PID, st.Scenario, st.Mode = os.Getpid(), scenario, mode
+	return serve(ctx, &st, c.Close)
+}
+
+// serve records st in its run dir, prints it, and waits for "down" (or
+// Ctrl-C) to close what is up.
+func serve(ctx context.Context, st *State, close func() error) error {
+	b, _ := json.MarshalIndent(st, "", "  ")
+	statePath := filepath.Join(st.RunDir, "state.json")
+	if err := os.WriteFile(statePath, append(b, '\n'), 0o644); err != nil {
+		_ = close()
+		return fmt.Errorf("failed to write %s: %w", statePath, err)
+	}
+	printState(os.Stdout, st, true)
+	fmt.Fprintf(os.Stderr, "up; stop with: aether-node down (or: aether-node down --run-dir %s)\n", st.RunDir)
+	<-ctx.Done()
+	cerr := close()
+	_ = os.Remove(statePath)
+	return errors.Join(cerr, netns.LeakCheck())
+}
+
+// clusterState is what status and down need of a running cluster.
+func clusterState(c *node.Cluster) State {
+	st := State{RunDir: c.RunDir, RegistryFile: c.RegistryFile, Bridge: c.Bridge().Name,
+		Name: c.Name, TrustDomain: c.TrustDomain, MeshDomain: c.MeshDomain, ExportFile: c.ExportFile}
+	if _, addr := c.Gateway(); addr.IsValid() {
+		st.Gateway = addr.String()
+	}
+	if w := c.WAN(); w != nil {
+		st.WAN = w.Name
+	}
 	for _, n := range c.Nodes() {
 		ns := NodeState{Name: n.Name, Netns: n.NS.Name, Underlay: n.Underlay.String()}
 		if c.Mode != node.NoMesh {
@@ -254,18 +304,26 @@ func up(args []string) error {
 	for _, p := range c.Pods() {
 		st.Pods = append(st.Pods, PodState{Name: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP.String(), Netns: p.NS.Name, Record: p.Record})
 	}
-	b, _ := json.MarshalIndent(st, "", "  ")
-	statePath := filepath.Join(runDir, "state.json")
-	if err := os.WriteFile(statePath, append(b, '\n'), 0o644); err != nil {
-		_ = c.Close()
-		return fmt.Errorf("failed to write %s: %w", statePath, err)
+	return st
+}
+
+// upClusters is up for a clusters file: every cluster in its own run dir,
+// runDir/<cluster name>, each with its own CA and trust domain (made by
+// rigs/node) and the others' exports.
+func upClusters(ctx context.Context, file, mode string, capture constants.CaptureMode, runDir, bin, self string, created bool) error {
+	m, err := node.UpClusters(ctx, node.MultiConfig{Clusters: file, Mode: capture, RunDir: runDir,
+		Bin: node.Binaries{Dir: bin, Node: self}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	if err != nil {
+		if created {
+			removeEmptyDirs(runDir)
+		}
+		return err
 	}
-	printState(os.Stdout, &st, true)
-	fmt.Fprintf(os.Stderr, "up; stop with: aether-node down (or: aether-node down --run-dir %s)\n", runDir)
-	<-ctx.Done()
-	cerr := c.Close()
-	_ = os.Remove(statePath)
-	return errors.Join(cerr, netns.LeakCheck())
+	st := State{PID: os.Getpid(), Scenario: file, Mode: mode, RunDir: runDir, WAN: m.WAN().Name}
+	for _, c := range m.Clusters() {
+		st.Clusters = append(st.Clusters, clusterState(c))
+	}
+	return serve(ctx, &st, m.Close)
 }
 
 // captureMode reads --mode. It is checked here, where "none" is a valid
@@ -298,7 +356,35 @@ func removeEmptyDirs(dir string) {
 }
 
 func printState(w io.Writer, s *State, live bool) {
-	fmt.Fprintf(w, "cluster %s (capture %q), pid %d, %s\n", s.Scenario, s.Mode, s.PID, map[bool]string{true: "running", false: "NOT RUNNING"}[live])
+	running := map[bool]string{true: "running", false: "NOT RUNNING"}[live]
+	if len(s.Clusters) > 0 {
+		fmt.Fprintf(w, "%d clusters of %s (capture %q), pid %d, %s\n", len(s.Clusters), s.Scenario, s.Mode, s.PID, running)
+		fmt.Fprintf(w, "  shared network %s, bridge netns %s\n", node.WANPrefix, s.WAN)
+		for i := range s.Clusters {
+			printCluster(w, &s.Clusters[i])
+		}
+		return
+	}
+	fmt.Fprintf(w, "cluster %s (capture %q), pid %d, %s\n", s.Scenario, s.Mode, s.PID, running)
+	printCluster(w, s)
+}
+
+// printCluster prints one cluster: its entry in a clusters file, if it
+// is one's, its gateway, nodes and pods.
+func printCluster(w io.Writer, s *State) {
+	if s.Name != "" {
+		fmt.Fprintf(w, "cluster %s: trust domain %s, mesh domain %s, run dir %s\n", s.Name, s.TrustDomain, s.MeshDomain, s.RunDir)
+	}
+	if s.Gateway != "" {
+		fmt.Fprintf(w, "  gateway %s:%d", s.Gateway, constants.EastWestTunnelPort)
+		if s.WAN != "" {
+			fmt.Fprintf(w, " on the shared network (bridge netns %s)", s.WAN)
+		}
+		if s.ExportFile != "" {
+			fmt.Fprintf(w, ", export %s", s.ExportFile)
+		}
+		fmt.Fprintln(w)
+	}
 	if s.Bridge != "" {
 		fmt.Fprintf(w, "  bridge netns %s\n", s.Bridge)
 	}
@@ -338,7 +424,14 @@ func status(args []string) error {
 // existing lists the namespaces of s that exist (or, with want false, those
 // that do not).
 func existing(s *State, want bool) []string {
+	var out []string
+	for i := range s.Clusters {
+		out = append(out, existing(&s.Clusters[i], want)...)
+	}
 	var names []string
+	if s.WAN != "" {
+		names = append(names, s.WAN)
+	}
 	if s.Bridge != "" {
 		names = append(names, s.Bridge)
 	}
@@ -348,7 +441,6 @@ func existing(s *State, want bool) []string {
 	for _, p := range s.Pods {
 		names = append(names, p.Netns)
 	}
-	var out []string
 	for _, n := range names {
 		_, err := os.Lstat(filepath.Join(netns.BindDir, n))
 		if (err == nil) == want {
@@ -374,7 +466,7 @@ func down(w io.Writer, args []string) error {
 		if err := nothingUp(w, err); err != nil || !purge {
 			return err
 		}
-		return purgeRunDir(w, runDir)
+		return purgeRunDir(w, runDir, nil)
 	}
 	if err != nil {
 		return err
@@ -440,7 +532,11 @@ func stopCluster(w io.Writer, s *State, grace time.Duration, purge bool) error {
 		fmt.Fprintf(w, "kept logs and backend records in %s (aether-node down --purge removes them)\n", s.RunDir)
 		return serr
 	}
-	return purgeRunDir(w, s.RunDir)
+	var clusters []string
+	for _, c := range s.Clusters {
+		clusters = append(clusters, c.Name)
+	}
+	return purgeRunDir(w, s.RunDir, clusters)
 }
 
 // The run dir's subdirectories for the mTLS path: the agents' shared CA
@@ -457,29 +553,51 @@ func meshArgs(runDir string) []string {
 }
 
 // runDirEntries are the names "up" writes in a run dir.
-var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes", caDir, accessDir}
+var runDirEntries = []string{"state.json", "registry.yaml", "registry.yaml.tmp", "logs", "records", "previous", "cni-cache", "nodes", caDir, accessDir,
+	// A cluster of a multi-cluster run: its scenario out of the clusters
+	// file, and its export.
+	"scenario.yaml", "export.yaml", "export.yaml.tmp"}
 
 // purgeRunDir removes a run dir, but only one that holds nothing except
 // what "up" writes there: --run-dir may name any directory, and a typo
-// must not remove someone's files.
-func purgeRunDir(w io.Writer, dir string) error {
+// must not remove someone's files. A multi-cluster run's dir holds one
+// such dir per cluster, named in clusters.
+func purgeRunDir(w io.Writer, dir string, clusters []string) error {
+	if err := checkPurge(dir, clusters); err != nil {
+		return err
+	}
+	for _, c := range clusters {
+		if err := checkPurge(filepath.Join(dir, c), nil); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(w, "no run dir %s to purge\n", dir)
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("failed to purge run dir %s: %w", dir, err)
+	}
+	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file, CA, access logs)\n", dir)
+	return nil
+}
+
+// checkPurge refuses a dir that holds anything "up" does not write there
+// (clusters: the cluster dirs of a multi-cluster run). A missing dir
+// passes.
+func checkPurge(dir string, clusters []string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(w, "no run dir %s to purge\n", dir)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("failed to read run dir %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		if !slices.Contains(runDirEntries, e.Name()) {
+		if !slices.Contains(runDirEntries, e.Name()) && !(e.IsDir() && slices.Contains(clusters, e.Name())) {
 			return fmt.Errorf("refusing to purge %s: it holds %q, which aether-node up does not write", dir, e.Name())
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("failed to purge run dir %s: %w", dir, err)
-	}
-	fmt.Fprintf(w, "purged run dir %s (logs, backend records, registry file, CA, access logs)\n", dir)
 	return nil
 }
 

@@ -125,6 +125,9 @@ func TestFailedUpLeavesNoRunDir(t *testing.T) {
 // its state and tears the namespace down on SIGTERM.
 const envFakeUp = "AETHER_NODE_TEST_FAKE_UP"
 
+// envFakeMulti makes the fake up a multi-cluster run's.
+const envFakeMulti = "AETHER_NODE_TEST_FAKE_MULTI"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envFakeUp); dir != "" {
 		os.Exit(fakeUp(dir))
@@ -143,7 +146,34 @@ func fakeUp(runDir string) int {
 	if err != nil {
 		return 1
 	}
-	b, _ := json.Marshal(State{PID: os.Getpid(), RunDir: runDir, Bridge: br.Name, Nodes: []NodeState{{Name: "n1", Netns: ns.Name}}})
+	st := State{PID: os.Getpid(), RunDir: runDir, Bridge: br.Name, Nodes: []NodeState{{Name: "n1", Netns: ns.Name}}}
+	if os.Getenv(envFakeMulti) != "" {
+		// Two clusters on a shared network, as a clusters file's up.
+		wan, err := netns.Create("fake-wan")
+		if err != nil {
+			return 1
+		}
+		br2, err := netns.Create("fake-bridge2")
+		if err != nil {
+			return 1
+		}
+		ns2, err := netns.Create("fake-node2")
+		if err != nil {
+			return 1
+		}
+		c1, c2 := st, State{RunDir: filepath.Join(runDir, "c2"), Bridge: br2.Name, Name: "c2", Nodes: []NodeState{{Name: "n2", Netns: ns2.Name}}}
+		c1.Name, c1.RunDir, c1.PID = "c1", filepath.Join(runDir, "c1"), 0
+		for _, d := range []string{c1.RunDir, c2.RunDir} {
+			if err := os.MkdirAll(filepath.Join(d, "logs"), 0o755); err != nil {
+				return 1
+			}
+			if err := os.WriteFile(filepath.Join(d, "export.yaml"), nil, 0o644); err != nil {
+				return 1
+			}
+		}
+		st = State{PID: os.Getpid(), RunDir: runDir, WAN: wan.Name, Clusters: []State{c1, c2}}
+	}
+	b, _ := json.Marshal(st)
 	if err := os.WriteFile(filepath.Join(runDir, "state.json"), b, 0o644); err != nil {
 		return 1
 	}
@@ -156,10 +186,10 @@ func fakeUp(runDir string) int {
 
 // fakeCluster starts a fake up in runDir and returns its state once
 // written; the process is killed at cleanup if down did not stop it.
-func fakeCluster(t *testing.T, runDir string) *State {
+func fakeCluster(t *testing.T, runDir string, env ...string) *State {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), envFakeUp+"="+runDir)
+	cmd.Env = append(append(os.Environ(), envFakeUp+"="+runDir), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +317,63 @@ func TestRunNamesAnUnknownCommand(t *testing.T) {
 	}
 	if err := run(nil); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "no command") {
 		t.Fatalf("run() = %v, want a usage error saying no command was given", err)
+	}
+}
+
+// status of a multi-cluster run shows each cluster: its name, trust
+// domain, gateway address, nodes and pods.
+func TestStatusShowsEachCluster(t *testing.T) {
+	s := &State{Scenario: "multicluster.yaml", RunDir: "/r", WAN: "aeth-1-m1~wan", Clusters: []State{
+		{Name: "cluster-1", TrustDomain: "cluster-1.aether.test", MeshDomain: "one.mesh.test", RunDir: "/r/cluster-1", Gateway: "172.30.0.10",
+			ExportFile: "/r/cluster-1/export.yaml", Nodes: []NodeState{{Name: "c1-gw", Netns: "aeth-1-c1~c1-gw", Underlay: "10.243.0.2"}},
+			Pods: []PodState{{Name: "web-0", Namespace: "demo", Node: "c1-a", IP: "10.244.1.10", Netns: "aeth-1-c1~c1-a~demo~web-0"}}},
+		{Name: "cluster-2", TrustDomain: "cluster-2.aether.test", MeshDomain: "two.mesh.test", RunDir: "/r/cluster-2", Gateway: "172.30.0.20",
+			Nodes: []NodeState{{Name: "c2-b", Netns: "aeth-1-c2~c2-b", Underlay: "10.243.1.1"}}},
+	}}
+	var out bytes.Buffer
+	printState(&out, s, true)
+	for _, want := range []string{
+		"2 clusters of multicluster.yaml",
+		"shared network 172.30.0.0/24, bridge netns aeth-1-m1~wan",
+		"cluster cluster-1: trust domain cluster-1.aether.test, mesh domain one.mesh.test",
+		"gateway 172.30.0.10:18009, export /r/cluster-1/export.yaml",
+		"cluster cluster-2: trust domain cluster-2.aether.test",
+		"gateway 172.30.0.20:18009",
+		"underlay 10.243.1.1",
+		"demo/web-0",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// down of a multi-cluster run removes every cluster's namespaces and the
+// shared network's, and --purge its cluster dirs.
+func TestDownRemovesEveryCluster(t *testing.T) {
+	privileged.Require(t)
+	runDir := filepath.Join(t.TempDir(), "multi")
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := fakeCluster(t, runDir, envFakeMulti+"=1")
+	all := existing(s, true)
+	if len(all) != 5 {
+		t.Fatalf("the fake run has namespaces %v, want 5 (wan, two bridges, two nodes)", all)
+	}
+	var out bytes.Buffer
+	if err := down(&out, []string{"--purge", "--run-dir", runDir}); err != nil {
+		t.Fatalf("down: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "removed 5 namespace(s) of the cluster") {
+		t.Errorf("down did not say it removed all five:\n%s", out.String())
+	}
+	for _, name := range all {
+		if _, err := os.Lstat(filepath.Join(netns.BindDir, name)); err == nil {
+			t.Errorf("%s survived down", name)
+		}
+	}
+	if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("down --purge left %s (stat: %v):\n%s", runDir, err, out.String())
 	}
 }

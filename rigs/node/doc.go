@@ -4,7 +4,9 @@
 //
 // The topology follows ztunnel's namespaced test clusters. One bridge
 // namespace holds a bridge; every node is a namespace joined to it by a veth
-// (eth0, an underlay address from 10.243.0.0/24) that forwards; every pod is
+// (eth0, an underlay address from 10.243.0.0/24, 10.243.<k>.0/24 for the
+// k-th cluster of a multi-cluster run, multi.go) that forwards; a gateway
+// node also has a veth (wan0) to the shared network's bridge; every pod is
 // a namespace on a point-to-point veth from its node, created by the real
 // containernetworking "ptp" plugin with "static" IPAM (the pod's scenario
 // address in its /24, the /24's .1 as gateway), with aether-cni chained

@@ -308,15 +308,15 @@ func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Rou
 		if st.Waypointed(key) {
 			continue
 		}
-		// A remote service (another cluster's, through its gateway) has
-		// no twin yet: it stays on its h2 cluster.
-		svc, ok := st.Service(key)
-		if !ok {
-			continue
-		}
 		// A destination whose accounts do not name the twin's SNI would
-		// fail every QUIC handshake; it stays on its h2 cluster.
-		{
+		// fail every QUIC handshake; it stays on its h2 cluster. For a
+		// remote service (another cluster's, through its gateway) the
+		// export says so.
+		if svc, ok := st.Service(key); !ok {
+			if r, ok := st.RemoteService(key); !ok || !r.QUIC {
+				continue
+			}
+		} else {
 			if sp, ok := svc.HTTPPort(); ok {
 				if _, ready, err := h.quicAccounts(st, svc, sp.Port); err != nil {
 					return nil, err
@@ -380,7 +380,7 @@ func (h *HTTPPath) gatewayResources(st *registry.State, node string, out map[res
 func (h *HTTPPath) twin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster, string, error) {
 	svc, ok := st.Service(registry.Key{Namespace: t.Namespace, Name: t.Service})
 	if !ok {
-		return nil, RefusedUnknownDestination, nil
+		return h.remoteTwin(st, t)
 	}
 	sp, ok := svc.HTTPPort()
 	if !ok {
@@ -398,6 +398,24 @@ func (h *HTTPPath) twin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster
 		return nil, "", err
 	}
 	c, err := eastwest.TwinCluster(eastwest.Twin{Twin: t, Port: sp.Port, Domain: h.MeshDomain, SourceID: src.String(), Accounts: accounts})
+	return c, "", err
+}
+
+// remoteTwin is the twin of a remote service: the SNI in the exporting
+// cluster's mesh domain, its accounts as the export lists them.
+func (h *HTTPPath) remoteTwin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster, string, error) {
+	r, ok := st.RemoteService(registry.Key{Namespace: t.Namespace, Name: t.Service})
+	if !ok {
+		return nil, RefusedUnknownDestination, nil
+	}
+	if !r.QUIC {
+		return nil, RefusedNotIdentityReady, nil
+	}
+	src, err := identity.ID(h.TrustDomain, identity.Account{Namespace: t.SANamespace, ServiceAccount: t.SA})
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := eastwest.TwinCluster(eastwest.Twin{Twin: t, Port: r.Port, Domain: r.MeshDomain, SourceID: src.String(), Accounts: r.Accounts})
 	return c, "", err
 }
 

@@ -1,18 +1,45 @@
 package lifecycle
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/aether-mesh/aether/rigs/redgreen"
 )
 
-// Every case's check refuses an observation with nothing in it: an empty
-// witness is inconclusive, never a subject's pass nor a control's
-// signature.
+// Every case's check refuses an observation with nothing in it, and one
+// whose evidence is its own type's zero value: an empty witness is
+// inconclusive, never a subject's pass nor a control's signature.
 func TestChecksRefuseEmptyObservations(t *testing.T) {
 	for _, c := range cases(nil) {
-		if err := c.Check(redgreen.Observation{Facts: map[string]any{}}); err == nil {
+		if err := c.Check(redgreen.Observation{}); err == nil {
 			t.Errorf("%s's check passed an empty observation", c.Name)
+		}
+	}
+	byName := map[string]redgreen.Case{}
+	for _, c := range cases(nil) {
+		byName[c.Name] = c
+	}
+	for _, p := range controlSubject {
+		zero, err := p.evidence(map[string]any{})
+		if err != nil {
+			t.Fatalf("%s: %v", p.control, err)
+		}
+		for _, name := range []string{p.control, p.subject} {
+			if err := byName[name].Check(redgreen.Observation{Evidence: zero}); err == nil {
+				t.Errorf("%s's check passed zero %T evidence", name, zero)
+			}
+		}
+	}
+}
+
+// A check given another case's evidence type fails naming the type, and
+// does not panic.
+func TestChecksRefuseAnotherCasesEvidence(t *testing.T) {
+	for _, c := range cases(nil) {
+		err := c.Check(redgreen.Observation{Evidence: map[string]any{"sent": 1}})
+		if err == nil || !strings.Contains(err.Error(), "map[string]interface {}") {
+			t.Errorf("%s's check given a map: %v, want an error naming the type", c.Name, err)
 		}
 	}
 }
@@ -26,11 +53,11 @@ func TestEveryControlHasItsSubject(t *testing.T) {
 	}
 	paired := map[string]int{}
 	for _, p := range controlSubject {
-		if roles[p[0]] != redgreen.Control || roles[p[1]] != redgreen.Subject {
-			t.Errorf("pair %v is not a control and a subject of the suite", p)
+		if roles[p.control] != redgreen.Control || roles[p.subject] != redgreen.Subject {
+			t.Errorf("pair %s, %s is not a control and a subject of the suite", p.control, p.subject)
 		}
-		paired[p[0]]++
-		paired[p[1]]++
+		paired[p.control]++
+		paired[p.subject]++
 	}
 	for name := range roles {
 		if paired[name] != 1 {

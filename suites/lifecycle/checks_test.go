@@ -1,6 +1,9 @@
 package lifecycle
 
 import (
+	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +65,33 @@ func TestEveryControlHasItsSubject(t *testing.T) {
 	for name := range roles {
 		if paired[name] != 1 {
 			t.Errorf("case %s is in %d control-subject pairs, want 1", name, paired[name])
+		}
+	}
+}
+
+// Each evidence type records the keys the rows have always carried: a
+// renamed tag would change what the result files say under an old name.
+func TestEvidenceRecordsTheRowsKeys(t *testing.T) {
+	for _, c := range []struct {
+		zero any
+		keys []string
+	}{
+		{restartEvidence{}, []string{"agent", "app_recorded", "client", "outbound", "outbound_503_nc", "pairs_after", "pairs_before", "via"}},
+		{returnEvidence{}, []string{"admitted", "api_recorded", "duration_ms", "flags", "inbound", "ip_after", "ip_before", "pairs_after", "pairs_before", "source", "state_away", "status", "twin", "via"}},
+		{migrationEvidence{}, []string{"agent", "client", "fanout", "kept", "state_file", "used", "window_open"}},
+		{proxyRestartEvidence{}, []string{"agent", "dormant_before", "first_use", "pairs_after", "prober", "proxy_crashes", "proxy_pid_changed"}},
+		{insideEvidence{}, []string{"prober", "proxy_pid_changed"}},
+	} {
+		b, err := json.Marshal(c.zero)
+		if err != nil {
+			t.Fatalf("%T: %v", c.zero, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%T: %v", c.zero, err)
+		}
+		if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, c.keys) {
+			t.Errorf("%T records %v, want %v", c.zero, got, c.keys)
 		}
 	}
 }

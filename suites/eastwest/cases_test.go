@@ -102,17 +102,21 @@ func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err := quicInitial(ctx, c, web, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort)); err != nil {
 		return obs, err
 	}
-	// Pacing, not a poll: the counter is read once the Initial had time
-	// to arrive; the case judges a counter that must move (or must not),
-	// so there is nothing to wait for.
-	time.Sleep(200 * time.Millisecond)
-	rx1, err := udpRx(ctx, c)
-	if err != nil {
-		return obs, err
-	}
-	dgram1, err := udpRecords(ctx, c, "dgram-0", 5353)
-	if err != nil {
-		return obs, err
+	// The Initial must move node-a's receive counter and reach dgram-0:
+	// wait for both, and judge what was seen last once the time is up.
+	var rx1 map[string]float64
+	var dgram1 int
+	if _, err := wait.Until(ctx, 2*time.Second, 50*time.Millisecond, func() (bool, error) {
+		var err error
+		if rx1, err = udpRx(ctx, c); err != nil {
+			return false, err
+		}
+		if dgram1, err = udpRecords(ctx, c, "dgram-0", 5353); err != nil {
+			return false, err
+		}
+		return rx1["node-a"] > rx0["node-a"] && dgram1 > dgram0, nil
+	}); err != nil {
+		return obs, fmt.Errorf("waiting for the QUIC Initial at node-a's udp_proxy and dgram-0: %w", err)
 	}
 	const n = 10
 	if err := plaintext(ctx, c, web, netip.AddrPortFrom(api.IP, constants.InboundPort), "plain-18008", n); err != nil {

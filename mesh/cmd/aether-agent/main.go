@@ -90,6 +90,7 @@ type config struct {
 	verbose                                               *bool
 	listen                                                listFlag
 	mt                                                    mtlsFlags
+	fed                                                   federationFlags
 	pf                                                    pairFlags
 	ctl                                                   controlFlags
 }
@@ -108,6 +109,7 @@ func parseFlags() *config {
 		verbose:      flag.Bool("v", false, "debug logging"),
 	}
 	c.mt.register()
+	c.fed.register()
 	c.pf.register()
 	c.ctl.register()
 	flag.Var(&c.listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
@@ -159,9 +161,11 @@ func (c *config) source() (registry.Source, error) {
 }
 
 // jobs are what runs beside the agent, each nil when off: the SVID
-// rotator of the mTLS path, and the extra-roots control.
+// rotator of the mTLS path, federation's bundle endpoint and fetcher, and
+// the extra-roots control.
 type jobs struct {
 	rotated *identity.Rotator
+	fed     federationJobs
 	roots   *extraRoots
 }
 
@@ -173,6 +177,9 @@ func (c *config) options(cm constants.CaptureMode, logger *slog.Logger, reg *pro
 	var j jobs
 	var err error
 	if j.rotated, err = c.mt.apply(&opts); err != nil {
+		return opts, j, err
+	}
+	if j.fed, err = c.fed.apply(&opts, c.mt.ca, *c.mt.svidTTL, reg, logger); err != nil {
 		return opts, j, err
 	}
 	if err := c.pf.apply(&opts); err != nil {
@@ -211,7 +218,7 @@ func serve(ctx context.Context, c *config, a *agent.Agent, src registry.Source, 
 		return err
 	}
 	gs := a.NewGRPCServer(ctx)
-	errc := make(chan error, len(lis)+3)
+	errc := make(chan error, len(lis)+4)
 	for _, l := range lis {
 		logger.Info("serving delta ADS", "node", *c.node, "addr", l.Addr().String())
 		go func(l net.Listener) { errc <- gs.Serve(l) }(l)
@@ -234,6 +241,10 @@ func serve(ctx context.Context, c *config, a *agent.Agent, src registry.Source, 
 		src = registry.WithHandoff(src, ho)
 	}
 	src = warnUnknownNode(src, *c.node, logger)
+	if err := j.fed.run(ctx, errc, logger); err != nil {
+		gs.Stop()
+		return err
+	}
 	go func() { errc <- a.Run(ctx, src) }()
 	if j.roots != nil {
 		go j.roots.watch(ctx)

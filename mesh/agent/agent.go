@@ -549,14 +549,20 @@ func (a *Agent) RegistryError(err error) error {
 
 // Run applies every update from src until ctx ends. Refusals are logged and
 // counted, never fatal: the data plane keeps its last good configuration.
-// An identity change (a rotated SVID, a new bundle) rebuilds the last
-// State, so the new secrets are pushed on the same stream.
+// An identity change (a rotated SVID, a new bundle, a federated trust
+// domain's bundle arriving or changing) rebuilds the last State, so the
+// new secrets are pushed on the same stream.
 func (a *Agent) Run(ctx context.Context, src registry.Source) error {
-	var changed <-chan struct{}
+	var changed, federated <-chan struct{}
 	if a.opts.HTTP != nil {
 		ch, cancel := a.opts.HTTP.Identities.Subscribe()
 		defer cancel()
 		changed = ch
+		if a.opts.HTTP.Federated != nil {
+			ch, cancel := a.opts.HTTP.Federated.Subscribe()
+			defer cancel()
+			federated = ch
+		}
 	}
 	go a.pairs.SampleProxy(ctx)
 	updates := src.Watch(ctx)
@@ -572,13 +578,21 @@ func (a *Agent) Run(ctx context.Context, src registry.Source) error {
 			}
 			_ = a.Apply(u.State)
 		case <-changed:
-			a.mu.Lock()
-			st := a.last
-			a.mu.Unlock()
-			if st != nil {
-				_ = a.Apply(st)
-			}
+			a.rebuild()
+		case <-federated:
+			a.rebuild()
 		}
+	}
+}
+
+// rebuild applies the last State again, for its secrets changed: an
+// SVID rotated, the local bundle or a federated one moved.
+func (a *Agent) rebuild() {
+	a.mu.Lock()
+	st := a.last
+	a.mu.Unlock()
+	if st != nil {
+		_ = a.Apply(st)
 	}
 }
 

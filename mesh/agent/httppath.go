@@ -41,6 +41,11 @@ type HTTPPath struct {
 	UnhashedIdentity bool
 	// Identities serves the SVIDs of the node's accounts and the bundle.
 	Identities identity.Source
+	// Federated serves the bundles of the trust domains the mesh
+	// federates with (ARCHITECTURE.md, "Federation"): each is one more
+	// trust domain entry of the trust bundle secret, beside the local
+	// one. Nil: the local trust domain alone.
+	Federated FederatedBundles
 	// EastWest adds east-west QUIC (ARCHITECTURE.md, "On-demand twins"):
 	// each pod's QUIC inbound beside its TCP one, and outbound routes that
 	// select each local account's twin, fetched on demand.
@@ -56,6 +61,16 @@ type HTTPPath struct {
 	// inbounds to 0.0.0.0, transparent (Controls.QUICInboundWildcard):
 	// controls, never mesh settings.
 	QUICResumption, QUICInboundWildcard bool
+}
+
+// FederatedBundles are other trust domains' bundles the agent trusts
+// beside its own: what identity/federation's Fetcher serves.
+type FederatedBundles interface {
+	// Bundles are the current bundles, one per trust domain.
+	Bundles() []*x509bundle.Bundle
+	// Subscribe is as identity.Source's: a coalescing channel that
+	// receives after any bundle changed.
+	Subscribe() (changed <-chan struct{}, cancel func())
 }
 
 // LocalAccounts are the service accounts of the node's pods in the mesh:
@@ -147,7 +162,8 @@ func (h *HTTPPath) httpResources(st *registry.State, node string, deps registry.
 }
 
 // secrets emits the SVID of every identity a local listener presents, and
-// the bundle when there is any.
+// the trust bundle when there is any: the local bundle and each federated
+// one.
 func (h *HTTPPath) secrets(ids []string, out map[resource.Type][]types.Resource) error {
 	if len(ids) == 0 {
 		return nil
@@ -156,7 +172,18 @@ func (h *HTTPPath) secrets(ids []string, out map[resource.Type][]types.Resource)
 	if err != nil {
 		return fmt.Errorf("trust bundle secret: %w", err)
 	}
-	bs, err := mtls.BundleSecret([]*x509bundle.Bundle{b})
+	bundles := []*x509bundle.Bundle{b}
+	if h.Federated != nil {
+		for _, fb := range h.Federated.Bundles() {
+			if fb.TrustDomain() == h.TrustDomain {
+				// The local trust domain is the local CA's alone; a peer
+				// claiming it could mint the mesh's own identities.
+				return fmt.Errorf("trust bundle secret: a federated bundle claims the local trust domain %q", h.TrustDomain)
+			}
+			bundles = append(bundles, fb)
+		}
+	}
+	bs, err := mtls.BundleSecret(bundles)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,10 @@ type HTTPPath struct {
 	// inbounds to 0.0.0.0, transparent (Controls.QUICInboundWildcard):
 	// controls, never mesh settings.
 	QUICResumption, QUICInboundWildcard bool
+	// GatewayFirstService forwards every gateway chain to the first
+	// exposed service (Controls.GatewayFirstService): a control, never a
+	// mesh setting.
+	GatewayFirstService bool
 }
 
 // FederatedBundles are other trust domains' bundles the agent trusts
@@ -375,7 +379,7 @@ func (h *HTTPPath) gatewayResources(st *registry.State, node string, out map[res
 	if g == nil {
 		return nil
 	}
-	c := gateway.Config{Node: node, Address: g.Address, NetnsPath: g.NetnsPath, Domain: h.MeshDomain}
+	c := gateway.Config{Node: node, Address: g.Address, NetnsPath: g.NetnsPath, Domain: h.MeshDomain, FirstServiceOnly: h.GatewayFirstService}
 	for _, k := range g.Exposes {
 		svc, ok := st.Service(k)
 		if !ok {

@@ -117,6 +117,12 @@ type Controls struct {
 	// OmitDNSSANs issues the node's SVIDs without their DNS SANs, so a
 	// twin's name check fails after the peer's identity verified (Q5).
 	OmitDNSSANs bool
+	// GatewayFirstService makes a gateway forward every exposed
+	// service's SNI to the first exposed service's pods, past the
+	// gateway_chain_routes_own_service gate: a gateway that routes by
+	// something other than the SNI delivers clients to a destination they
+	// did not name.
+	GatewayFirstService bool
 	// keepGates keeps the gates the controls above pass: a test sets it
 	// to show the gate refusing what a control emits.
 	keepGates bool
@@ -132,7 +138,8 @@ func (c Controls) passes(err error) ([]string, bool) {
 	gates := ve.Gates()
 	for _, g := range gates {
 		if !(g == validate.GateTwinPooling && c.TwinPoolPerDownstream || g == validate.GateQuicR4 && c.QUICResumption ||
-			(g == validate.GateTwinEDSName || g == validate.GateEDSNames) && c.TwinSharesBaseEDS) {
+			(g == validate.GateTwinEDSName || g == validate.GateEDSNames) && c.TwinSharesBaseEDS ||
+			g == validate.GateGatewayChainRoutes && c.GatewayFirstService) {
 			return nil, false
 		}
 	}
@@ -261,9 +268,10 @@ func (opts Options) httpPath() *HTTPPath {
 		c.H2Egress = true
 		h = &c
 	}
-	if ctl := opts.Controls; (ctl.QUICResumption || ctl.QUICInboundWildcard) && h != nil {
+	if ctl := opts.Controls; (ctl.QUICResumption || ctl.QUICInboundWildcard || ctl.GatewayFirstService) && h != nil {
 		c := *h
 		c.QUICResumption, c.QUICInboundWildcard = ctl.QUICResumption, ctl.QUICInboundWildcard
+		c.GatewayFirstService = ctl.GatewayFirstService
 		h = &c
 	}
 	return h
@@ -549,14 +557,20 @@ func (a *Agent) RegistryError(err error) error {
 
 // Run applies every update from src until ctx ends. Refusals are logged and
 // counted, never fatal: the data plane keeps its last good configuration.
-// An identity change (a rotated SVID, a new bundle) rebuilds the last
-// State, so the new secrets are pushed on the same stream.
+// An identity change (a rotated SVID, a new bundle, a federated trust
+// domain's bundle arriving or changing) rebuilds the last State, so the
+// new secrets are pushed on the same stream.
 func (a *Agent) Run(ctx context.Context, src registry.Source) error {
-	var changed <-chan struct{}
+	var changed, federated <-chan struct{}
 	if a.opts.HTTP != nil {
 		ch, cancel := a.opts.HTTP.Identities.Subscribe()
 		defer cancel()
 		changed = ch
+		if a.opts.HTTP.Federated != nil {
+			ch, cancel := a.opts.HTTP.Federated.Subscribe()
+			defer cancel()
+			federated = ch
+		}
 	}
 	go a.pairs.SampleProxy(ctx)
 	updates := src.Watch(ctx)
@@ -572,13 +586,21 @@ func (a *Agent) Run(ctx context.Context, src registry.Source) error {
 			}
 			_ = a.Apply(u.State)
 		case <-changed:
-			a.mu.Lock()
-			st := a.last
-			a.mu.Unlock()
-			if st != nil {
-				_ = a.Apply(st)
-			}
+			a.rebuild()
+		case <-federated:
+			a.rebuild()
 		}
+	}
+}
+
+// rebuild applies the last State again, for its secrets changed: an
+// SVID rotated, the local bundle or a federated one moved.
+func (a *Agent) rebuild() {
+	a.mu.Lock()
+	st := a.last
+	a.mu.Unlock()
+	if st != nil {
+		_ = a.Apply(st)
 	}
 }
 

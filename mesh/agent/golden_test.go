@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,12 +30,8 @@ func TestGoldenSnapshots(t *testing.T) {
 		t.Fatalf("no scenario files under %s (err %v)", scenarioDir, err)
 	}
 	compared := 0
-	for _, f := range files {
-		st, err := registry.LoadScenarioFile(f)
-		if err != nil {
-			t.Fatalf("fixture scenario does not load: %v", err)
-		}
-		base := strings.TrimSuffix(filepath.Base(f), ".yaml")
+	for _, g := range goldenMeshes(t, files) {
+		st, base := g.st, g.base
 		for _, n := range st.Nodes {
 			modes := []constants.CaptureMode{constants.CaptureTProxy, constants.CaptureRedirect}
 			if len(st.LocalPods(n.Name)) == 0 {
@@ -47,7 +44,7 @@ func TestGoldenSnapshots(t *testing.T) {
 				name := base + "." + n.Name + "." + string(mode)
 				t.Run(name, func(t *testing.T) {
 					b := NewBuilder(n.Name, mode)
-					b.HTTP = testHTTPPath(t, st, n.Name)
+					b.HTTP = testHTTPPathIn(t, st, n.Name, g.trustDomain, g.meshDomain)
 					out, err := b.Build(st, "golden")
 					if err != nil {
 						t.Fatalf("build: %v", err)
@@ -72,11 +69,60 @@ func TestGoldenSnapshots(t *testing.T) {
 	}
 }
 
+// goldenMesh is one cluster of a fixture: a scenario file's, or one of a
+// clusters file's with the remotes the other clusters export.
+type goldenMesh struct {
+	st                      *registry.State
+	base                    string
+	trustDomain, meshDomain string
+}
+
+// goldenMeshes loads every fixture file: a scenario is one mesh in the
+// test trust domain, named by its file; a clusters file is one per
+// cluster, named <file>.<cluster>, in the cluster's own trust and mesh
+// domains.
+func goldenMeshes(t *testing.T, files []string) []goldenMesh {
+	t.Helper()
+	var out []goldenMesh
+	for _, f := range files {
+		base := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !registry.IsClustersFile(data) {
+			st, err := registry.ParseScenario(f, data)
+			if err != nil {
+				t.Fatalf("fixture scenario does not load: %v", err)
+			}
+			out = append(out, goldenMesh{st: st, base: base, trustDomain: "aether.test", meshDomain: "mesh.test"})
+			continue
+		}
+		cs, err := registry.DecodeClusters(f, data)
+		if err != nil {
+			t.Fatalf("fixture clusters file does not load: %v", err)
+		}
+		states, err := registry.FederatedStates(f, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cs {
+			out = append(out, goldenMesh{st: states[i], base: base + "." + c.Name, trustDomain: c.TrustDomain, meshDomain: c.MeshDomain})
+		}
+	}
+	return out
+}
+
 // testHTTPPath is the mTLS path with a fresh embedded CA holding the
 // node's accounts' SVIDs; the dump redacts them, so goldens are stable.
 func testHTTPPath(t testing.TB, st *registry.State, node string) *HTTPPath {
+	return testHTTPPathIn(t, st, node, "aether.test", "mesh.test")
+}
+
+// testHTTPPathIn is testHTTPPath in a given trust and mesh domain.
+func testHTTPPathIn(t testing.TB, st *registry.State, node, trustDomain, meshDomain string) *HTTPPath {
 	t.Helper()
-	ca, err := identity.NewCA(identity.CAConfig{TrustDomain: "aether.test", MeshDomain: "mesh.test"})
+	ca, err := identity.NewCA(identity.CAConfig{TrustDomain: trustDomain, MeshDomain: meshDomain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,5 +134,5 @@ func testHTTPPath(t testing.TB, st *registry.State, node string) *HTTPPath {
 	if err := rot.Keep(LocalAccounts(st, node)); err != nil {
 		t.Fatal(err)
 	}
-	return &HTTPPath{TrustDomain: ca.TrustDomain(), MeshDomain: "mesh.test", AccessLog: "/var/log/aether/access-" + node + ".log", Identities: store}
+	return &HTTPPath{TrustDomain: ca.TrustDomain(), MeshDomain: meshDomain, AccessLog: "/var/log/aether/access-" + node + ".log", Identities: store}
 }

@@ -41,6 +41,11 @@ type HTTPPath struct {
 	UnhashedIdentity bool
 	// Identities serves the SVIDs of the node's accounts and the bundle.
 	Identities identity.Source
+	// Federated serves the bundles of the trust domains the mesh
+	// federates with (ARCHITECTURE.md, "Federation"): each is one more
+	// trust domain entry of the trust bundle secret, beside the local
+	// one. Nil: the local trust domain alone.
+	Federated FederatedBundles
 	// EastWest adds east-west QUIC (ARCHITECTURE.md, "On-demand twins"):
 	// each pod's QUIC inbound beside its TCP one, and outbound routes that
 	// select each local account's twin, fetched on demand.
@@ -56,6 +61,20 @@ type HTTPPath struct {
 	// inbounds to 0.0.0.0, transparent (Controls.QUICInboundWildcard):
 	// controls, never mesh settings.
 	QUICResumption, QUICInboundWildcard bool
+	// GatewayFirstService forwards every gateway chain to the first
+	// exposed service (Controls.GatewayFirstService): a control, never a
+	// mesh setting.
+	GatewayFirstService bool
+}
+
+// FederatedBundles are other trust domains' bundles the agent trusts
+// beside its own: what identity/federation's Fetcher serves.
+type FederatedBundles interface {
+	// Bundles are the current bundles, one per trust domain.
+	Bundles() []*x509bundle.Bundle
+	// Subscribe is as identity.Source's: a coalescing channel that
+	// receives after any bundle changed.
+	Subscribe() (changed <-chan struct{}, cancel func())
 }
 
 // LocalAccounts are the service accounts of the node's pods in the mesh:
@@ -147,7 +166,8 @@ func (h *HTTPPath) httpResources(st *registry.State, node string, deps registry.
 }
 
 // secrets emits the SVID of every identity a local listener presents, and
-// the bundle when there is any.
+// the trust bundle when there is any: the local bundle and each federated
+// one.
 func (h *HTTPPath) secrets(ids []string, out map[resource.Type][]types.Resource) error {
 	if len(ids) == 0 {
 		return nil
@@ -156,7 +176,18 @@ func (h *HTTPPath) secrets(ids []string, out map[resource.Type][]types.Resource)
 	if err != nil {
 		return fmt.Errorf("trust bundle secret: %w", err)
 	}
-	bs, err := mtls.BundleSecret([]*x509bundle.Bundle{b})
+	bundles := []*x509bundle.Bundle{b}
+	if h.Federated != nil {
+		for _, fb := range h.Federated.Bundles() {
+			if fb.TrustDomain() == h.TrustDomain {
+				// The local trust domain is the local CA's alone; a peer
+				// claiming it could mint the mesh's own identities.
+				return fmt.Errorf("trust bundle secret: a federated bundle claims the local trust domain %q", h.TrustDomain)
+			}
+			bundles = append(bundles, fb)
+		}
+	}
+	bs, err := mtls.BundleSecret(bundles)
 	if err != nil {
 		return err
 	}
@@ -308,15 +339,15 @@ func (h *HTTPPath) selections(st *registry.State, node string, routes []mtls.Rou
 		if st.Waypointed(key) {
 			continue
 		}
-		// A remote service (another cluster's, through its gateway) has
-		// no twin yet: it stays on its h2 cluster.
-		svc, ok := st.Service(key)
-		if !ok {
-			continue
-		}
 		// A destination whose accounts do not name the twin's SNI would
-		// fail every QUIC handshake; it stays on its h2 cluster.
-		{
+		// fail every QUIC handshake; it stays on its h2 cluster. For a
+		// remote service (another cluster's, through its gateway) the
+		// export says so.
+		if svc, ok := st.Service(key); !ok {
+			if r, ok := st.RemoteService(key); !ok || !r.QUIC {
+				continue
+			}
+		} else {
 			if sp, ok := svc.HTTPPort(); ok {
 				if _, ready, err := h.quicAccounts(st, svc, sp.Port); err != nil {
 					return nil, err
@@ -348,7 +379,7 @@ func (h *HTTPPath) gatewayResources(st *registry.State, node string, out map[res
 	if g == nil {
 		return nil
 	}
-	c := gateway.Config{Node: node, Address: g.Address, NetnsPath: g.NetnsPath, Domain: h.MeshDomain}
+	c := gateway.Config{Node: node, Address: g.Address, NetnsPath: g.NetnsPath, Domain: h.MeshDomain, FirstServiceOnly: h.GatewayFirstService}
 	for _, k := range g.Exposes {
 		svc, ok := st.Service(k)
 		if !ok {
@@ -380,7 +411,7 @@ func (h *HTTPPath) gatewayResources(st *registry.State, node string, out map[res
 func (h *HTTPPath) twin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster, string, error) {
 	svc, ok := st.Service(registry.Key{Namespace: t.Namespace, Name: t.Service})
 	if !ok {
-		return nil, RefusedUnknownDestination, nil
+		return h.remoteTwin(st, t)
 	}
 	sp, ok := svc.HTTPPort()
 	if !ok {
@@ -398,6 +429,24 @@ func (h *HTTPPath) twin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster
 		return nil, "", err
 	}
 	c, err := eastwest.TwinCluster(eastwest.Twin{Twin: t, Port: sp.Port, Domain: h.MeshDomain, SourceID: src.String(), Accounts: accounts})
+	return c, "", err
+}
+
+// remoteTwin is the twin of a remote service: the SNI in the exporting
+// cluster's mesh domain, its accounts as the export lists them.
+func (h *HTTPPath) remoteTwin(st *registry.State, t xdsnames.Twin) (*clusterv3.Cluster, string, error) {
+	r, ok := st.RemoteService(registry.Key{Namespace: t.Namespace, Name: t.Service})
+	if !ok {
+		return nil, RefusedUnknownDestination, nil
+	}
+	if !r.QUIC {
+		return nil, RefusedNotIdentityReady, nil
+	}
+	src, err := identity.ID(h.TrustDomain, identity.Account{Namespace: t.SANamespace, ServiceAccount: t.SA})
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := eastwest.TwinCluster(eastwest.Twin{Twin: t, Port: r.Port, Domain: r.MeshDomain, SourceID: src.String(), Accounts: r.Accounts})
 	return c, "", err
 }
 

@@ -54,16 +54,24 @@ var refusedReasons = []string{RefusedUnknownName, RefusedUnknownDestination, Ref
 func twinRefusal(st *registry.State, node string, http *HTTPPath, t xdsnames.Twin) string {
 	dst := registry.Key{Namespace: t.Namespace, Name: t.Service}
 	if _, ok := st.Service(dst); !ok {
-		return RefusedUnknownDestination
-	}
-	if !st.Dependencies(node).Has(dst) {
-		return RefusedNotDependency
-	}
-	if len(st.ReadyEndpoints(dst)) == 0 {
-		return RefusedNoReadyEndpoint
-	}
-	if st.Waypointed(dst) {
-		return RefusedWaypointed
+		// A remote service is exported only with a ready endpoint, and
+		// its waypoints are its own cluster's business.
+		if _, remote := st.RemoteService(dst); !remote || http == nil {
+			return RefusedUnknownDestination
+		}
+		if !st.Dependencies(node).Has(dst) {
+			return RefusedNotDependency
+		}
+	} else {
+		if !st.Dependencies(node).Has(dst) {
+			return RefusedNotDependency
+		}
+		if len(st.ReadyEndpoints(dst)) == 0 {
+			return RefusedNoReadyEndpoint
+		}
+		if st.Waypointed(dst) {
+			return RefusedWaypointed
+		}
 	}
 	local := slices.ContainsFunc(st.Pods, func(p registry.Pod) bool {
 		return p.Node == node && (http == nil || p.NetnsPath != "") && p.Namespace == t.SANamespace && p.ServiceAccount == t.SA
@@ -119,6 +127,21 @@ func twinFor(st *registry.State, node string, http *HTTPPath, ctl Controls, t xd
 		}
 	}
 	loc := &endpoint.LocalityLbEndpoints{}
+	if r, ok := st.RemoteService(registry.Key{Namespace: t.Namespace, Name: t.Service}); ok {
+		// A remote service's one endpoint is its cluster's gateway, on
+		// UDP 18009: it forwards the QUIC connection by the SNI of its
+		// Initials, undecrypted, to a destination pod's 18008.
+		loc.LbEndpoints = append(loc.LbEndpoints, &endpoint.LbEndpoint{
+			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{
+				Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
+					Protocol:      core.SocketAddress_UDP,
+					Address:       r.Gateway.Addr().String(),
+					PortSpecifier: &core.SocketAddress_PortValue{PortValue: uint32(r.Gateway.Port())},
+				}},
+			}}},
+			LoadBalancingWeight: lbWeight(1),
+		})
+	}
 	for _, ep := range st.ReadyEndpoints(registry.Key{Namespace: t.Namespace, Name: t.Service}) {
 		loc.LbEndpoints = append(loc.LbEndpoints, &endpoint.LbEndpoint{
 			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{

@@ -58,6 +58,7 @@ func serveWitness(socket, podPath string, code int, delay time.Duration) *witnes
 		w.calls = append(w.calls, r.Method+" "+r.URL.Path)
 		w.rules = append(w.rules, err == nil && !st.Empty())
 		w.mu.Unlock()
+		// A slow agent on purpose, a delay and not a wait: it answers late.
 		time.Sleep(delay)
 		rw.WriteHeader(code)
 	})}

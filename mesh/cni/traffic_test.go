@@ -2,8 +2,10 @@ package cni
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -130,20 +132,50 @@ func (r *trafficRig) udpCase(name string, role redgreen.Role, mode constants.Cap
 			return r.withMode(mode, func() (redgreen.Observation, error) {
 				m, got, err := r.udpToVIP(payload, vip)
 				return redgreen.Observation{
-					Summary: fmt.Sprintf("received %q, ipi_addr=%s origdst=%s", got, m.Dst, m.OrigDst),
-					Witness: "the pod listener's payload and IP_PKTINFO / IP_ORIGDSTADDR",
-					Facts:   map[string]any{"received": got, "ipi_addr": m.Dst.String(), "orig_dst": m.OrigDst.String(), "src": m.Src.String()},
+					Summary:  fmt.Sprintf("received %q, ipi_addr=%s origdst=%s", got, m.Dst, m.OrigDst),
+					Witness:  "the pod listener's payload and IP_PKTINFO / IP_ORIGDSTADDR",
+					Evidence: udpSeen{Received: got, IPIAddr: m.Dst.String(), OrigDst: m.OrigDst.String(), Src: m.Src.String()},
 				}, err
 			})
 		},
 		Check: func(o redgreen.Observation) error {
-			if o.Facts["received"] != payload || o.Facts["ipi_addr"] != want.String() || o.Facts["orig_dst"] != wantDst.String() {
+			f, err := redgreen.EvidenceOf[udpSeen](o)
+			if err != nil {
+				return err
+			}
+			if f.Received != payload || f.IPIAddr != want.String() || f.OrigDst != wantDst.String() {
 				return fmt.Errorf("received %q with ipi_addr=%v orig_dst=%v, want %q with %s and %s",
-					o.Facts["received"], o.Facts["ipi_addr"], o.Facts["orig_dst"], payload, want, wantDst)
+					f.Received, f.IPIAddr, f.OrigDst, payload, want, wantDst)
 			}
 			return nil
 		},
 	}
+}
+
+// udpSeen is a UDP case's evidence: the payload the pod's listener got
+// and the kernel's metadata for it.
+type udpSeen struct {
+	Received string `json:"received"`
+	IPIAddr  string `json:"ipi_addr"`
+	OrigDst  string `json:"orig_dst"`
+	Src      string `json:"src"`
+}
+
+// tcpSeen is a TCP case's evidence: the accepted connection's local
+// address (getsockname) and its peer.
+type tcpSeen struct {
+	Local string `json:"local"`
+	Peer  string `json:"peer"`
+}
+
+// passthroughSeen is a passthrough case's evidence: what the node's
+// listener and the pod's capture listener each got; NodeSawSrc is set
+// only when a datagram reached the node.
+type passthroughSeen struct {
+	NodeGotMarked  bool   `json:"node_got_marked"`
+	NodeSawSrc     string `json:"node_saw_src,omitempty"`
+	PodGotMarked   bool   `json:"pod_got_marked"`
+	PodGotUnmarked bool   `json:"pod_got_unmarked"`
 }
 
 // tcpCase measures one connect to vip in mode: accepted by the pod's
@@ -155,8 +187,12 @@ func (r *trafficRig) tcpCase(name string, role redgreen.Role, mode constants.Cap
 			return r.withMode(mode, func() (redgreen.Observation, error) { return r.tcpToVIP(ctx) })
 		},
 		Check: func(o redgreen.Observation) error {
-			if o.Facts["local"] != want.String() {
-				return fmt.Errorf("accepted connection's local address is %v, want %s", o.Facts["local"], want)
+			f, err := redgreen.EvidenceOf[tcpSeen](o)
+			if err != nil {
+				return err
+			}
+			if f.Local != want.String() {
+				return fmt.Errorf("accepted connection's local address is %v, want %s", f.Local, want)
 			}
 			return nil
 		},
@@ -186,8 +222,12 @@ func (r *trafficRig) suite() redgreen.Suite {
 					return r.withoutReturn(r.passthrough)
 				},
 				Check: func(o redgreen.Observation) error {
-					if o.Facts["pod_got_marked"] != true || o.Facts["node_got_marked"] != false {
-						return fmt.Errorf("pod got marked=%v, node got marked=%v; want true, false", o.Facts["pod_got_marked"], o.Facts["node_got_marked"])
+					f, err := redgreen.EvidenceOf[passthroughSeen](o)
+					if err != nil {
+						return err
+					}
+					if !f.PodGotMarked || f.NodeGotMarked {
+						return fmt.Errorf("pod got marked=%v, node got marked=%v; want true, false", f.PodGotMarked, f.NodeGotMarked)
 					}
 					return nil
 				},
@@ -209,9 +249,13 @@ func (r *trafficRig) suite() redgreen.Suite {
 					return r.withMode(constants.CaptureTProxy, r.passthrough)
 				},
 				Check: func(o redgreen.Observation) error {
-					if o.Facts["pod_got_marked"] != false || o.Facts["node_got_marked"] != true || o.Facts["pod_got_unmarked"] != true {
+					f, err := redgreen.EvidenceOf[passthroughSeen](o)
+					if err != nil {
+						return err
+					}
+					if f.PodGotMarked || !f.NodeGotMarked || !f.PodGotUnmarked {
 						return fmt.Errorf("pod got marked=%v, node got marked=%v, pod got unmarked=%v; want false, true, true",
-							o.Facts["pod_got_marked"], o.Facts["node_got_marked"], o.Facts["pod_got_unmarked"])
+							f.PodGotMarked, f.NodeGotMarked, f.PodGotUnmarked)
 					}
 					return nil
 				},
@@ -250,9 +294,9 @@ func (r *trafficRig) tcpToVIP(ctx context.Context) (redgreen.Observation, error)
 	local := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	return redgreen.Observation{
-		Summary: fmt.Sprintf("accepted, local %s, peer %s", local, c.RemoteAddr()),
-		Witness: "the accepted socket's local address (getsockname on the listener side)",
-		Facts:   map[string]any{"local": local.String(), "peer": c.RemoteAddr().String()},
+		Summary:  fmt.Sprintf("accepted, local %s, peer %s", local, c.RemoteAddr()),
+		Witness:  "the accepted socket's local address (getsockname on the listener side)",
+		Evidence: tcpSeen{Local: local.String(), Peer: c.RemoteAddr().String()},
 	}, nil
 }
 
@@ -279,15 +323,15 @@ func (r *trafficRig) passthrough() (redgreen.Observation, error) {
 	if _, err := marked.Write([]byte("marked")); err != nil {
 		return redgreen.Observation{}, fmt.Errorf("failed to send the marked datagram: %w", err)
 	}
-	facts := map[string]any{}
+	var ev passthroughSeen
 	buf := make([]byte, 64)
 	_ = nodeLn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	n, m, err := nodeLn.ReadDatagram(buf)
-	facts["node_got_marked"] = err == nil && string(buf[:n]) == "marked"
+	ev.NodeGotMarked = err == nil && string(buf[:n]) == "marked"
 	node := "nothing arrived at the node"
 	if err == nil {
 		// Only a datagram that arrived has a source to show.
-		facts["node_saw_src"] = m.Src.String()
+		ev.NodeSawSrc = m.Src.String()
 		node = fmt.Sprintf("node got %q from %v", buf[:n], m.Src)
 	}
 
@@ -301,7 +345,6 @@ func (r *trafficRig) passthrough() (redgreen.Observation, error) {
 	}
 	// The unmarked datagram was sent after the marked one on the same
 	// path; whatever the pod listener holds now is everything it got.
-	facts["pod_got_marked"], facts["pod_got_unmarked"] = false, false
 	_ = podLn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	for {
 		n, _, err := podLn.ReadDatagram(buf)
@@ -310,17 +353,17 @@ func (r *trafficRig) passthrough() (redgreen.Observation, error) {
 		}
 		switch string(buf[:n]) {
 		case "marked":
-			facts["pod_got_marked"] = true
+			ev.PodGotMarked = true
 		case "plain":
-			facts["pod_got_unmarked"] = true
+			ev.PodGotUnmarked = true
 			_ = podLn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		}
 	}
 	return redgreen.Observation{
 		Summary: fmt.Sprintf("%s, pod got marked=%v, pod got unmarked=%v",
-			node, facts["pod_got_marked"], facts["pod_got_unmarked"]),
-		Witness: "the node's listener on the ClusterIP and the pod's capture listener",
-		Facts:   facts,
+			node, ev.PodGotMarked, ev.PodGotUnmarked),
+		Witness:  "the node's listener on the ClusterIP and the pod's capture listener",
+		Evidence: ev,
 	}, nil
 }
 
@@ -382,5 +425,34 @@ var _ = Describe("traffic through the installed rules, red then green", func() {
 			Expect(c.Reason).NotTo(ContainSubstring("run failed"), "case %s", c.Name)
 		}
 		nothingOurs(p.pod.Path)
+	})
+})
+
+var _ = Describe("the traffic cases' checks", func() {
+	It("refuse an empty observation, zero evidence and evidence of another type, without panicking", func() {
+		for _, c := range (&trafficRig{}).suite().Cases {
+			Expect(c.Check(redgreen.Observation{})).To(MatchError(ContainSubstring("holds <nil> evidence")), "case %s", c.Name)
+			for _, zero := range []any{udpSeen{}, tcpSeen{}, passthroughSeen{}} {
+				Expect(c.Check(redgreen.Observation{Evidence: zero})).To(HaveOccurred(), "case %s given zero %T", c.Name, zero)
+			}
+			Expect(c.Check(redgreen.Observation{Evidence: map[string]any{"local": "10.96.0.10:18082"}})).
+				To(MatchError(ContainSubstring("map[string]interface {}")), "case %s", c.Name)
+		}
+	})
+
+	It("record the keys the rows have always carried", func() {
+		keys := func(v any) []string {
+			b, err := json.Marshal(v)
+			Expect(err).NotTo(HaveOccurred())
+			var m map[string]any
+			Expect(json.Unmarshal(b, &m)).To(Succeed())
+			return slices.Sorted(maps.Keys(m))
+		}
+		Expect(keys(udpSeen{})).To(Equal([]string{"ipi_addr", "orig_dst", "received", "src"}))
+		Expect(keys(tcpSeen{})).To(Equal([]string{"local", "peer"}))
+		// The node's source is recorded only when a datagram reached it.
+		Expect(keys(passthroughSeen{})).To(Equal([]string{"node_got_marked", "pod_got_marked", "pod_got_unmarked"}))
+		Expect(keys(passthroughSeen{NodeGotMarked: true, NodeSawSrc: "10.244.0.2:40000"})).
+			To(Equal([]string{"node_got_marked", "node_saw_src", "pod_got_marked", "pod_got_unmarked"}))
 	})
 })

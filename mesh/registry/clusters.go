@@ -35,7 +35,7 @@ type ScenarioCluster struct {
 	MeshDomain  string `json:"meshDomain,omitempty"`
 	// Scenario is the cluster's own scenario, decoded by DecodeScenario
 	// so an unknown field in it is named by its object and path.
-	Scenario *Scenario `json:"-"`
+	Scenario *Scenario       `json:"-"`
 	Raw      json.RawMessage `json:"scenario"`
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/identity"
+	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
 // Export is what one cluster tells the others of itself: who it is, where
@@ -50,6 +51,10 @@ type ExportedService struct {
 	// Accounts are the SPIFFE IDs a destination pod may present, each in
 	// the exporting cluster's trust domain.
 	Accounts []string `json:"accounts"`
+	// QUIC says each account's SVID names the port's SNI in its DNS SANs,
+	// as an east-west QUIC twin's client checks after the SPIFFE ID: a
+	// remote source may reach the service over its twin, else over h2.
+	QUIC bool `json:"quic,omitempty"`
 }
 
 // RemoteService is a service of another cluster as the local mesh sees it:
@@ -63,11 +68,23 @@ type RemoteService struct {
 	MeshDomain  string
 	Port        uint16
 	Accounts    []string
+	// QUIC is the export's word that a twin's handshake can succeed.
+	QUIC bool
 	// Gateway is the exporting cluster's gateway, on EastWestTunnelPort.
 	Gateway netip.AddrPort
 }
 
 func (r *RemoteService) Key() Key { return Key{r.Namespace, r.Name} }
+
+// RemoteService returns the remote service with key k.
+func (st *State) RemoteService(k Key) (*RemoteService, bool) {
+	for i := range st.Remote {
+		if st.Remote[i].Key() == k {
+			return &st.Remote[i], true
+		}
+	}
+	return nil, false
+}
 
 // ExportOf is the export of cluster from its state: the services its
 // gateway node exposes that have a ready endpoint, each with its HTTP port
@@ -93,19 +110,22 @@ func ExportOf(st *State, cluster, trustDomain, meshDomain string) (*Export, erro
 		if !ok {
 			continue
 		}
-		es := ExportedService{Name: svc.Name, Namespace: svc.Namespace, Port: sp.Port}
+		es := ExportedService{Name: svc.Name, Namespace: svc.Namespace, Port: sp.Port, QUIC: true}
+		sni := xdsnames.SNI(sp.Port, svc.Name, svc.Namespace, meshDomain)
 		for _, ep := range st.ReadyEndpoints(k) {
 			for i := range st.Pods {
 				p := &st.Pods[i]
 				if p.Namespace != k.Namespace || p.Name != ep.Pod {
 					continue
 				}
-				id, err := identity.ID(td, identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount})
+				a := identity.Account{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}
+				id, err := identity.ID(td, a)
 				if err != nil {
 					return nil, fmt.Errorf("export of cluster %q: service %s: %w", cluster, k, err)
 				}
 				if !slices.Contains(es.Accounts, id.String()) {
 					es.Accounts = append(es.Accounts, id.String())
+					es.QUIC = es.QUIC && identity.NamesServer(a, meshDomain, sni)
 				}
 			}
 		}
@@ -203,7 +223,7 @@ func ParseExport(name string, data []byte) ([]RemoteService, *Export, error) {
 			}
 		}
 		out = append(out, RemoteService{Name: s.Name, Namespace: s.Namespace, Cluster: ex.Cluster, TrustDomain: td,
-			MeshDomain: ex.MeshDomain, Port: s.Port, Accounts: slices.Sorted(slices.Values(s.Accounts)), Gateway: gw})
+			MeshDomain: ex.MeshDomain, Port: s.Port, QUIC: s.QUIC, Accounts: slices.Sorted(slices.Values(s.Accounts)), Gateway: gw})
 	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)

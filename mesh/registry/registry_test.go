@@ -194,6 +194,19 @@ func TestScenarioFixturesLoad(t *testing.T) {
 		t.Fatal("no scenario fixtures found")
 	}
 	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if IsClustersFile(data) {
+			if _, err := DecodeClusters(f, data); err != nil {
+				t.Errorf("fixture rejected: %v", err)
+			}
+			if _, err := ParseScenario(f, data); err == nil || !strings.Contains(err.Error(), "is a clusters file") {
+				t.Errorf("a clusters file read as a scenario gave %v, want it named a clusters file", err)
+			}
+			continue
+		}
 		if _, err := LoadScenarioFile(f); err != nil {
 			t.Errorf("fixture rejected: %v", err)
 		}

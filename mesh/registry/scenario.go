@@ -203,6 +203,9 @@ func DecodeScenario(name string, data []byte) (*Scenario, error) {
 	if err := json.Unmarshal(js, &doc); err != nil {
 		return nil, fmt.Errorf("failed to parse scenario file %q: %w", name, err)
 	}
+	if top, ok := doc.(map[string]any); ok && top["clusters"] != nil {
+		return nil, fmt.Errorf("%s is a clusters file (clusters.go), not a scenario: an agent watches one cluster's scenario, and its peers come in by --remote-export", name)
+	}
 	if errs := unknownFields(name, doc); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -13,6 +13,7 @@
 package phase0
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -348,6 +349,17 @@ func ScrubbedAtVeth() Expect {
 		return nil
 	}}
 }
+
+// evidence is a case's typed evidence: what its witness recorded and the
+// scenario it was measured under, which its check reads back. The row
+// records it as the witness's facts, whose keys depend on the scenario's
+// kind, capture and reply.
+type evidence struct {
+	scenario Scenario
+	witness  witness
+}
+
+func (e evidence) MarshalJSON() ([]byte, error) { return json.Marshal(e.witness.facts(e.scenario)) }
 
 func (w witness) facts(sc Scenario) map[string]any {
 	f := map[string]any{"delivered": w.Delivered}

@@ -1,6 +1,7 @@
 package phase0
 
 import (
+	"encoding/json"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -150,3 +151,41 @@ func TestRulesetsGolden(t *testing.T) {
 
 func itoa(i int) string   { return strconv.Itoa(i) }
 func hex(v uint32) string { return "0x" + strconv.FormatUint(uint64(v), 16) }
+
+// A case's check reads its own evidence back: it judges the witness in
+// it, and refuses an empty observation, evidence of another type and a
+// witness another scenario measured, without panicking. The row records
+// the evidence as the witness's facts.
+func TestCheckReadsTheCasesEvidence(t *testing.T) {
+	c1, c2 := scenarioNamed(t, "C1"), scenarioNamed(t, "C2")
+	toVIP := witness{Delivered: true, Dst: VIP, Counters: map[string]uint64{ctrCapture: 1}}
+	check := New().caseFor(c1).Check
+	if err := check(redgreen.Observation{Evidence: evidence{scenario: c1, witness: toVIP}}); err != nil {
+		t.Errorf("C1's check rejected its own delivery to the VIP: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		o      redgreen.Observation
+		reason string
+	}{
+		{"empty", redgreen.Observation{}, "holds <nil> evidence"},
+		{"a map", redgreen.Observation{Evidence: map[string]any{"delivered": true}}, "holds map[string]interface {} evidence"},
+		{"C2's witness", redgreen.Observation{Evidence: evidence{scenario: c2, witness: toVIP}}, "the evidence is C2's, not C1's"},
+		{"its own, nothing delivered", redgreen.Observation{Evidence: evidence{scenario: c1}}, "nothing delivered"},
+	} {
+		if err := check(c.o); err == nil || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.reason)
+		}
+	}
+	b, err := json.Marshal(evidence{scenario: c1, witness: toVIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(toVIP.facts(c1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(want) {
+		t.Errorf("the evidence records %s, want the witness's facts %s", b, want)
+	}
+}

@@ -81,7 +81,6 @@ func Run(ctx context.Context, scs []Scenario) (redgreen.Result, error) {
 }
 
 func (r *Rig) caseFor(sc Scenario) redgreen.Case {
-	var w witness
 	witnessName := "the listener's IP_PKTINFO"
 	switch {
 	case sc.Kind == KindMarkEgress:
@@ -97,6 +96,7 @@ func (r *Rig) caseFor(sc Scenario) redgreen.Case {
 		Description: sc.Description,
 		Expect:      sc.Expect.Text,
 		Run: func(ctx context.Context) (redgreen.Observation, error) {
+			var w witness
 			var err error
 			if sc.Kind == KindMarkEgress {
 				w, err = r.probeMark(sc)
@@ -106,12 +106,25 @@ func (r *Rig) caseFor(sc Scenario) redgreen.Case {
 			obs := redgreen.Observation{Witness: witnessName}
 			if err == nil {
 				obs.Summary = w.summary(sc)
-				obs.Facts = w.facts(sc)
+				obs.Evidence = evidence{scenario: sc, witness: w}
 			}
 			return obs, err
 		},
-		Check: func(redgreen.Observation) error { return sc.Expect.Check(w) },
+		Check: func(o redgreen.Observation) error { return sc.check(o) },
 	}
+}
+
+// check reads o's evidence back and judges it by sc's expectation;
+// evidence another scenario measured is refused, not judged.
+func (sc Scenario) check(o redgreen.Observation) error {
+	ev, err := redgreen.EvidenceOf[evidence](o)
+	if err != nil {
+		return err
+	}
+	if ev.scenario.Name != sc.Name {
+		return fmt.Errorf("the evidence is %s's, not %s's", ev.scenario.Name, sc.Name)
+	}
+	return sc.Expect.Check(ev.witness)
 }
 
 var pairSeq atomic.Int64

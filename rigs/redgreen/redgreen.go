@@ -16,6 +16,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -58,10 +59,9 @@ type Observation struct {
 	// own type (a struct with JSON tags): its checks read it back with
 	// EvidenceOf, typed. The row carries it as its JSON object, the facts
 	// the gate reads.
+	// An untyped map is refused: a check reading one back could not be
+	// told, by its type, that it was handed another case's evidence.
 	Evidence any `json:"-"`
-	// Facts is evidence as an untyped map, for a case not yet written
-	// with Evidence; a case sets one of the two.
-	Facts map[string]any `json:"facts,omitempty"`
 }
 
 // EvidenceOf returns o's Evidence as T, or an error naming what it holds
@@ -75,13 +75,13 @@ func EvidenceOf[T any](o Observation) (T, error) {
 }
 
 // facts is what the row records of o's evidence: Evidence as its JSON
-// object (the keys of its tags), else Facts.
+// object (the keys of its tags); none without evidence.
 func (o Observation) facts() (map[string]any, error) {
 	if o.Evidence == nil {
-		return o.Facts, nil
+		return nil, nil
 	}
-	if o.Facts != nil {
-		return nil, errors.New("the observation has both Evidence and Facts")
+	if t := reflect.TypeOf(o.Evidence); t.Kind() == reflect.Map && t.Name() == "" {
+		return nil, fmt.Errorf("the observation's evidence is an untyped %s: give the case its own type", t)
 	}
 	b, err := json.Marshal(o.Evidence)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -73,7 +74,7 @@ const mRx = "aether_proxy_udp_downstream_rx_datagrams_total"
 // plaintext datagrams to a pod's QUIC port, and reads the udp_proxy
 // receive counters of both nodes and the backends' records around each.
 func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "both nodes' udp_proxy receive counters and the backends' own records", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "both nodes' udp_proxy receive counters and the backends' own records"}
 	c, err := r.cluster(ctx, auto)
 	if err != nil {
 		return obs, err
@@ -101,22 +102,28 @@ func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err := quicInitial(ctx, c, web, netip.AddrPortFrom(vip, constants.ProxyL4OutboundPort)); err != nil {
 		return obs, err
 	}
-	// Pacing, not a poll: the counter is read once the Initial had time
-	// to arrive; the case judges a counter that must move (or must not),
-	// so there is nothing to wait for.
-	time.Sleep(200 * time.Millisecond)
-	rx1, err := udpRx(ctx, c)
-	if err != nil {
-		return obs, err
-	}
-	dgram1, err := udpRecords(ctx, c, "dgram-0", 5353)
-	if err != nil {
-		return obs, err
+	// The Initial must move node-a's receive counter and reach dgram-0:
+	// wait for both, and judge what was seen last once the time is up.
+	var rx1 map[string]float64
+	var dgram1 int
+	if _, err := wait.Until(ctx, 2*time.Second, 50*time.Millisecond, func() (bool, error) {
+		var err error
+		if rx1, err = udpRx(ctx, c); err != nil {
+			return false, err
+		}
+		if dgram1, err = udpRecords(ctx, c, "dgram-0", 5353); err != nil {
+			return false, err
+		}
+		return rx1["node-a"] > rx0["node-a"] && dgram1 > dgram0, nil
+	}); err != nil {
+		return obs, fmt.Errorf("waiting for the QUIC Initial at node-a's udp_proxy and dgram-0: %w", err)
 	}
 	const n = 10
 	if err := plaintext(ctx, c, web, netip.AddrPortFrom(api.IP, constants.InboundPort), "plain-18008", n); err != nil {
 		return obs, err
 	}
+	// Pacing, not a poll: the counters must not move, so the case reads
+	// them once the datagrams had time to arrive.
 	time.Sleep(200 * time.Millisecond)
 	rx2, err := udpRx(ctx, c)
 	if err != nil {
@@ -134,23 +141,39 @@ func apart(ctx context.Context, r *rig) (redgreen.Observation, error) {
 			}
 		}
 	}
-	obs.Facts["initial_rx"] = map[string]float64{"node-a": rx1["node-a"] - rx0["node-a"], "node-b": rx1["node-b"] - rx0["node-b"]}
-	obs.Facts["initial_at_dgram"] = dgram1 - dgram0
-	obs.Facts["plaintext_sent"] = n
-	obs.Facts["plaintext_rx"] = map[string]float64{"node-a": rx2["node-a"] - rx1["node-a"], "node-b": rx2["node-b"] - rx1["node-b"]}
-	obs.Facts["plaintext_delivered"] = delivered
+	ev := apartEvidence{
+		InitialRx:          map[string]float64{"node-a": rx1["node-a"] - rx0["node-a"], "node-b": rx1["node-b"] - rx0["node-b"]},
+		InitialAtDgram:     dgram1 - dgram0,
+		PlaintextSent:      n,
+		PlaintextRx:        map[string]float64{"node-a": rx2["node-a"] - rx1["node-a"], "node-b": rx2["node-b"] - rx1["node-b"]},
+		PlaintextDelivered: delivered,
+	}
+	obs.Evidence = ev
 	obs.Summary = fmt.Sprintf("Initial: udp_proxy rx %s, dgram-0 recorded %d; %d plaintext to api-0:18008: udp_proxy rx %s, delivered to %d backends",
-		toJSON(obs.Facts["initial_rx"]), dgram1-dgram0, n, toJSON(obs.Facts["plaintext_rx"]), delivered)
+		toJSON(ev.InitialRx), ev.InitialAtDgram, n, toJSON(ev.PlaintextRx), delivered)
 	return obs, c.Check(ctx)
 }
 
+// apartEvidence is the QUIC-and-plaintext case's evidence: what each
+// node's udp_proxy received and dgram-0 recorded of the Initial, and
+// what the udp_proxies received and the backends recorded of the
+// plaintext datagrams.
+type apartEvidence struct {
+	InitialRx          map[string]float64 `json:"initial_rx"`
+	InitialAtDgram     int                `json:"initial_at_dgram"`
+	PlaintextSent      int                `json:"plaintext_sent"`
+	PlaintextRx        map[string]float64 `json:"plaintext_rx"`
+	PlaintextDelivered int                `json:"plaintext_delivered"`
+}
+
 func checkApart(o redgreen.Observation) error {
-	irx, ok1 := o.Facts["initial_rx"].(map[string]float64)
-	prx, ok2 := o.Facts["plaintext_rx"].(map[string]float64)
-	at, ok3 := o.Facts["initial_at_dgram"].(int)
-	del, ok4 := o.Facts["plaintext_delivered"].(int)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return errors.New("nothing observed")
+	f, err := redgreen.EvidenceOf[apartEvidence](o)
+	if err != nil {
+		return err
+	}
+	irx, prx, at, del := f.InitialRx, f.PlaintextRx, f.InitialAtDgram, f.PlaintextDelivered
+	if f.PlaintextSent == 0 {
+		return errors.New("nothing observed: no plaintext datagram sent")
 	}
 	// The Initial half is the positive control inside the case: the
 	// counters move for it, so their not moving for 18008 means something.
@@ -236,7 +259,7 @@ func plaintext(ctx context.Context, c cluster.Cluster, p cluster.Pod, dst netip.
 // reads what node-b's inbound and the app saw, and node-a's admissions
 // meanwhile.
 func crossNode(ctx context.Context, r *rig, v variant, svc string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witness}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -265,20 +288,28 @@ func crossNode(ctx context.Context, r *rig, v variant, svc string) (redgreen.Obs
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["inbound"], obs.Facts["app_xfcc"], obs.Facts["admitted"] = seen, xfcc, after-before
+	obs.Evidence = arrival{Inbound: seen, AppXFCC: xfcc, Admitted: after - before}
 	obs.Summary = fmt.Sprintf("inbound saw %s; app XFCC %s; twins admitted %v", toJSON(seen), toJSON(xfcc), after-before)
 	return obs, c.Check(ctx)
+}
+
+// arrival is a cross-node case's evidence: node-b's inbound lines by
+// "<protocol> <peer>", the app's requests by XFCC peer, and the twins
+// node-a's agent admitted meanwhile.
+type arrival struct {
+	Inbound  map[string]int `json:"inbound"`
+	AppXFCC  map[string]int `json:"app_xfcc"`
+	Admitted float64        `json:"admitted"`
 }
 
 // checkArrived: every source's requests arrived as itself over proto, at
 // the inbound and at the app; wantAdmitted ≥ 0 pins the admissions.
 func checkArrived(o redgreen.Observation, proto string, wantAdmitted float64) error {
-	seen, ok1 := o.Facts["inbound"].(map[string]int)
-	xfcc, ok2 := o.Facts["app_xfcc"].(map[string]int)
-	adm, ok3 := o.Facts["admitted"].(float64)
-	if !ok1 || !ok2 || !ok3 {
-		return errors.New("nothing observed")
+	f, err := redgreen.EvidenceOf[arrival](o)
+	if err != nil {
+		return err
 	}
+	seen, xfcc, adm := f.Inbound, f.AppXFCC, f.Admitted
 	for _, sa := range []string{"web", "batch"} {
 		if n := seen[proto+" "+spiffeID(sa)]; n != perSourceN {
 			return fmt.Errorf("the inbound saw %d of %s's requests over %s, want %d (saw %s)", n, sa, proto, perSourceN, toJSON(seen))
@@ -299,7 +330,7 @@ func checkArrived(o redgreen.Observation, proto string, wantAdmitted float64) er
 // firstRequest sends web-0's requests to cart (a pair the warm-up never
 // dialled) and counts node-a's admissions around them.
 func firstRequest(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witness}
 	c, err := r.cluster(ctx, auto)
 	if err != nil {
 		return obs, err
@@ -325,8 +356,7 @@ func firstRequest(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err := sendFrom(ctx, c, "cart", "first", perSourceN-len(took), "web-0"); err != nil {
 		return obs, err
 	}
-	obs.Facts["first_request_ms"] = float64(took[0].Microseconds()) / 1000
-	obs.Facts["second_request_ms"] = float64(took[1].Microseconds()) / 1000
+	ev := firstPaid{FirstRequestMS: float64(took[0].Microseconds()) / 1000, SecondRequestMS: float64(took[1].Microseconds()) / 1000}
 	after, err := agentCounter(ctx, c, "node-a", admitted)
 	if err != nil {
 		return obs, err
@@ -339,18 +369,31 @@ func firstRequest(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["admitted"], obs.Facts["inbound"], obs.Facts["twins"] = after-before, seen, twins
+	ev.Admitted, ev.Inbound, ev.Twins = after-before, seen, twins
+	obs.Evidence = ev
 	obs.Summary = fmt.Sprintf("admitted %v for %d requests; inbound saw %s; node-a serves %v twins; first request %.1f ms, second %.1f ms (client-timed, recorded only)",
-		after-before, perSourceN, toJSON(seen), twins, obs.Facts["first_request_ms"], obs.Facts["second_request_ms"])
+		after-before, perSourceN, toJSON(seen), twins, ev.FirstRequestMS, ev.SecondRequestMS)
 	return obs, c.Check(ctx)
 }
 
+// firstPaid is the first-request case's evidence: the twins node-a's
+// agent admitted for a new pair's requests, cart's inbound lines by
+// "<protocol> <peer>", the twins node-a serves, and the first two
+// requests' client-side times (recorded, never judged).
+type firstPaid struct {
+	Admitted        float64        `json:"admitted"`
+	Inbound         map[string]int `json:"inbound"`
+	Twins           float64        `json:"twins"`
+	FirstRequestMS  float64        `json:"first_request_ms"`
+	SecondRequestMS float64        `json:"second_request_ms"`
+}
+
 func checkOnce(o redgreen.Observation) error {
-	adm, ok1 := o.Facts["admitted"].(float64)
-	seen, ok2 := o.Facts["inbound"].(map[string]int)
-	if !ok1 || !ok2 {
-		return errors.New("nothing observed")
+	f, err := redgreen.EvidenceOf[firstPaid](o)
+	if err != nil {
+		return err
 	}
+	adm, seen := f.Admitted, f.Inbound
 	if n := seen["HTTP/3.0 "+spiffeID("web")]; n != perSourceN {
 		return fmt.Errorf("cart's inbound saw %d of web's requests over HTTP/3.0, want %d (saw %s)", n, perSourceN, toJSON(seen))
 	}
@@ -462,10 +505,11 @@ func accessLines(ctx context.Context, c cluster.Cluster) ([]accessLine, error) {
 func inboundSeen(ctx context.Context, c cluster.Cluster, svc string, before []accessLine) (map[string]int, error) {
 	var out map[string]int
 	last := -1
-	for range 20 {
+	// A time that is up returns the count seen last: the case judges it.
+	_, err := wait.Until(ctx, 2*time.Second, 100*time.Millisecond, func() (bool, error) {
 		lines, err := accessLines(ctx, c)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		out = map[string]int{}
 		for _, l := range lines[len(before):] {
@@ -473,11 +517,12 @@ func inboundSeen(ctx context.Context, c cluster.Cluster, svc string, before []ac
 				out[l.Protocol+" "+l.Source]++
 			}
 		}
-		if len(lines) == last {
-			break
-		}
+		settled := len(lines) == last
 		last = len(lines)
-		time.Sleep(100 * time.Millisecond)
+		return settled, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading node-b's access log for %s: %w", svc, err)
 	}
 	return out, nil
 }
@@ -508,19 +553,26 @@ func waitListeners(ctx context.Context, c cluster.Cluster, twinsStall bool) erro
 		"node-a": {xdsnames.OutboundListener(namespace, "web-0"), xdsnames.OutboundListener(namespace, "batch-0")},
 		"node-b": {xdsnames.InboundListener(namespace, "api-0"), xdsnames.InboundListener(namespace, "cart-0")},
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	var last error
-	for time.Now().Before(deadline) {
+	// A listener not yet served or a warm-up request that fails is
+	// retried, not an error: the path is still coming up.
+	ok, err := wait.Until(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, error) {
 		last = cluster.ListenersServed(ctx, c, want)
 		if last == nil {
 			last = sendFrom(ctx, c, "api", "warmup", 1, "batch-0")
 			if last == nil || twinsStall && strings.Contains(last.Error(), ": 503 ") {
-				return nil
+				return true, nil
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		return false, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for the east-west path: %w", err)
+	case !ok:
+		return fmt.Errorf("the east-west path did not come up in 60 s: %w", last)
 	}
-	return fmt.Errorf("the east-west path did not come up in 60 s: %w", last)
+	return nil
 }
 
 func toJSON(v any) string {

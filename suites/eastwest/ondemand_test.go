@@ -65,7 +65,7 @@ func onDemandCases(r *rig) []redgreen.Case {
 // in variant v's cluster, and reads node-a's outbound log line for it,
 // node-a's admissions and refusals, node-b's inbound and cart-0's record.
 func onDemand(ctx context.Context, r *rig, v variant, pod string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: ondemandWitness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: ondemandWitness}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -112,13 +112,27 @@ func onDemand(ctx context.Context, r *rig, v variant, pod string) (redgreen.Obse
 	for _, n := range xfcc {
 		reached += n
 	}
-	obs.Facts["status"], obs.Facts["flags"], obs.Facts["duration_ms"] = line.Status, line.Flags, line.DurationMS
-	obs.Facts["admitted"], obs.Facts["refused"] = admitted1-admitted0, refused1-refused0
-	obs.Facts["inbound"], obs.Facts["reached_app"] = seen, reached
-	obs.Facts["source"] = spiffeID(strings.TrimSuffix(pod, "-0"))
+	obs.Evidence = fetched{Status: line.Status, Flags: line.Flags, DurationMS: line.DurationMS,
+		Admitted: admitted1 - admitted0, Refused: refused1 - refused0,
+		Inbound: seen, ReachedApp: reached, Source: spiffeID(strings.TrimSuffix(pod, "-0"))}
 	obs.Summary = fmt.Sprintf("node-a's outbound: %s flags %q in %.0f ms; admitted %v, refused (%s) %v; cart's inbound saw %s; cart-0 recorded %d (client: %v)",
 		line.Status, line.Flags, line.DurationMS, admitted1-admitted0, agent.RefusedTestOnly, refused1-refused0, toJSON(seen), reached, clientErr)
 	return obs, c.Check(ctx)
+}
+
+// fetched is an on-demand case's evidence: node-a's outbound line for
+// the request (status, flags, duration), the twins node-a's agent
+// admitted and refused for it, cart's inbound lines by "<protocol>
+// <peer>", the requests cart-0 recorded, and the source's SPIFFE ID.
+type fetched struct {
+	Status     string         `json:"status"`
+	Flags      string         `json:"flags"`
+	DurationMS float64        `json:"duration_ms"`
+	Admitted   float64        `json:"admitted"`
+	Refused    float64        `json:"refused"`
+	Inbound    map[string]int `json:"inbound"`
+	ReachedApp int            `json:"reached_app"`
+	Source     string         `json:"source"`
 }
 
 // checkFailedNC: the request failed 503 NC at the outbound and reached
@@ -126,15 +140,11 @@ func onDemand(ctx context.Context, r *rig, v variant, pod string) (redgreen.Obse
 // the proxy waited out the on-demand timeout (a control) or failed it at
 // once (the subject). A refusal (none admitted) is counted once.
 func checkFailedNC(o redgreen.Observation, wantAdmitted float64, timedOut bool) error {
-	status, ok1 := o.Facts["status"].(string)
-	flags, ok2 := o.Facts["flags"].(string)
-	dur, ok3 := o.Facts["duration_ms"].(float64)
-	adm, ok4 := o.Facts["admitted"].(float64)
-	ref, ok5 := o.Facts["refused"].(float64)
-	reached, ok6 := o.Facts["reached_app"].(int)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
-		return errors.New("nothing observed")
+	f, err := redgreen.EvidenceOf[fetched](o)
+	if err != nil {
+		return err
 	}
+	status, flags, dur, adm, ref, reached := f.Status, f.Flags, f.DurationMS, f.Admitted, f.Refused, f.ReachedApp
 	if status != "503" || !strings.Contains(flags, "NC") {
 		return fmt.Errorf("node-a's outbound answered %s with flags %q, want 503 NC", status, flags)
 	}
@@ -157,13 +167,13 @@ func checkFailedNC(o redgreen.Observation, wantAdmitted float64, timedOut bool) 
 }
 
 func checkWarm(o redgreen.Observation) error {
-	status, ok1 := o.Facts["status"].(string)
-	dur, ok2 := o.Facts["duration_ms"].(float64)
-	adm, ok3 := o.Facts["admitted"].(float64)
-	seen, ok4 := o.Facts["inbound"].(map[string]int)
-	src, ok5 := o.Facts["source"].(string)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
-		return errors.New("nothing observed")
+	f, err := redgreen.EvidenceOf[fetched](o)
+	if err != nil {
+		return err
+	}
+	status, dur, adm, seen, src := f.Status, f.DurationMS, f.Admitted, f.Inbound, f.Source
+	if src == "" {
+		return errors.New("nothing observed: no source")
 	}
 	if adm != 1 {
 		return fmt.Errorf("node-a's agent admitted %v twins, want 1", adm)

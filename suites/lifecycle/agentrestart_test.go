@@ -17,7 +17,7 @@ import (
 // the window shows as 503 NC by then. web's pair to cart is admitted just
 // before the restart: a pair is carried over however new it is.
 func agentRestart(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: restartWitness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: restartWitness}
 	c, nc, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -45,6 +45,8 @@ func agentRestart(ctx context.Context, r *rig, v variant) (redgreen.Observation,
 	}
 	started, err := restartAgent(ctx, nc)
 	if err == nil {
+		// Pacing, not a wait: the traffic runs a window and a timeout
+		// past the restart, the span a prune would show in.
 		time.Sleep(window + onDemandTimeout + time.Second)
 		// The pre-#1073 rule's signature is a request failed once the
 		// window pruned its twin: wait for it instead of trusting the
@@ -89,9 +91,8 @@ func agentRestart(ctx context.Context, r *rig, v variant) (redgreen.Observation,
 			nc503++
 		}
 	}
-	obs.Facts["client"], obs.Facts["outbound"], obs.Facts["via"] = t, outcomes(lines), via
-	obs.Facts["outbound_503_nc"], obs.Facts["app_recorded"] = nc503, recorded
-	obs.Facts["pairs_before"], obs.Facts["pairs_after"], obs.Facts["agent"] = states(before), states(after), delta
+	obs.Evidence = restartEvidence{Client: t, Outbound: outcomes(lines), Via: via, NC: nc503, Recorded: recorded,
+		Before: states(before), After: states(after), Agent: delta}
 	obs.Summary = fmt.Sprintf("clients: %d sent, %d ok, failed %s (first %.0f ms after the restart); node-a's outbound %s via %s; api-0 and cart-0 recorded %d; pairs before %v, after %v; pruned %s, in use %v",
 		t.Sent, t.OK, toJSON(t.Failed), t.FirstFailureMS, toJSON(outcomes(lines)), toJSON(via), recorded, states(before), states(after), toJSON(delta.Pruned), delta.PrunedLive)
 	return obs, c.Check(ctx)
@@ -101,10 +102,12 @@ func agentRestart(ctx context.Context, r *rig, v variant) (redgreen.Observation,
 // it again and returns when the new one serves.
 func restartAgent(ctx context.Context, nc *node.Cluster) (time.Time, error) {
 	n := nc.Node("node-a")
+	// Pacing, not a wait: the traffic runs a while before the stop.
 	time.Sleep(300 * time.Millisecond)
 	if err := nc.StopAgent(n); err != nil {
 		return time.Time{}, err
 	}
+	// Pacing, not a wait: the agent stays down under the traffic.
 	time.Sleep(300 * time.Millisecond)
 	if err := nc.StartAgent(ctx, n); err != nil {
 		return time.Time{}, err
@@ -112,28 +115,28 @@ func restartAgent(ctx context.Context, nc *node.Cluster) (time.Time, error) {
 	return time.Now(), nil
 }
 
-// restartFacts are agentRestart's facts, typed.
-type restartFacts struct {
-	client       tally
-	nc, recorded int
-	via          map[string]int
-	before       []string
-	after        []string
-	agent        counters
+// restartEvidence is agentRestart's evidence: the clients' tally,
+// node-a's outbound lines by outcome and by the cluster routed to, the
+// destination apps' records, node-a's pairs around the restart and what
+// its agent counted.
+type restartEvidence struct {
+	Client   tally          `json:"client"`
+	Outbound map[string]int `json:"outbound"`
+	Via      map[string]int `json:"via"`
+	NC       int            `json:"outbound_503_nc"`
+	Recorded int            `json:"app_recorded"`
+	Before   []string       `json:"pairs_before"`
+	After    []string       `json:"pairs_after"`
+	Agent    counters       `json:"agent"`
 }
 
-func readRestart(o redgreen.Observation) (restartFacts, error) {
-	var f restartFacts
-	var ok [7]bool
-	f.client, ok[0] = o.Facts["client"].(tally)
-	f.nc, ok[1] = o.Facts["outbound_503_nc"].(int)
-	f.recorded, ok[2] = o.Facts["app_recorded"].(int)
-	f.via, ok[3] = o.Facts["via"].(map[string]int)
-	f.before, ok[4] = o.Facts["pairs_before"].([]string)
-	f.after, ok[5] = o.Facts["pairs_after"].([]string)
-	f.agent, ok[6] = o.Facts["agent"].(counters)
-	if slices.Contains(ok[:], false) || f.client.Sent == 0 {
-		return f, errors.New("nothing observed")
+func readRestart(o redgreen.Observation) (restartEvidence, error) {
+	f, err := redgreen.EvidenceOf[restartEvidence](o)
+	if err != nil {
+		return f, err
+	}
+	if f.Client.Sent == 0 {
+		return f, errors.New("nothing observed: the clients sent no request")
 	}
 	return f, nil
 }
@@ -152,27 +155,27 @@ func checkRestartCarries(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if f.client.OK != f.client.Sent || f.nc != 0 {
-		return fmt.Errorf("%d of %d requests failed (%v), %d of them 503 NC at node-a's outbound", f.client.Sent-f.client.OK, f.client.Sent, f.client.Failed, f.nc)
+	if f.Client.OK != f.Client.Sent || f.NC != 0 {
+		return fmt.Errorf("%d of %d requests failed (%v), %d of them 503 NC at node-a's outbound", f.Client.Sent-f.Client.OK, f.Client.Sent, f.Client.Failed, f.NC)
 	}
-	if f.recorded != f.client.Sent {
-		return fmt.Errorf("api-0 and cart-0 recorded %d of the %d requests", f.recorded, f.client.Sent)
+	if f.Recorded != f.Client.Sent {
+		return fmt.Errorf("api-0 and cart-0 recorded %d of the %d requests", f.Recorded, f.Client.Sent)
 	}
-	for cl, n := range f.via {
+	for cl, n := range f.Via {
 		if !slices.Contains(restartPairs, cl) {
 			return fmt.Errorf("node-a routed %d requests to %s, not to the pairs' twins %v", n, cl, restartPairs)
 		}
 	}
-	if !slices.Equal(f.before, f.after) {
-		return fmt.Errorf("node-a's pairs changed across the restart: %v before, %v after", f.before, f.after)
+	if !slices.Equal(f.Before, f.After) {
+		return fmt.Errorf("node-a's pairs changed across the restart: %v before, %v after", f.Before, f.After)
 	}
 	for _, tw := range restartPairs {
-		if !slices.Contains(f.after, tw+"=live") {
-			return fmt.Errorf("%s is not live after the restart: %v", tw, f.after)
+		if !slices.Contains(f.After, tw+"=live") {
+			return fmt.Errorf("%s is not live after the restart: %v", tw, f.After)
 		}
 	}
-	if p := f.agent.prunedTotal(); p != 0 || f.agent.PrunedLive != 0 {
-		return fmt.Errorf("node-a's agent pruned %v pairs (%v of them in use)", p, f.agent.PrunedLive)
+	if p := f.Agent.prunedTotal(); p != 0 || f.Agent.PrunedLive != 0 {
+		return fmt.Errorf("node-a's agent pruned %v pairs (%v of them in use)", p, f.Agent.PrunedLive)
 	}
 	return nil
 }
@@ -184,22 +187,22 @@ func checkRestartPrunes(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if f.nc == 0 {
-		return fmt.Errorf("no 503 NC at node-a's outbound (clients: %d of %d ok)", f.client.OK, f.client.Sent)
+	if f.NC == 0 {
+		return fmt.Errorf("no 503 NC at node-a's outbound (clients: %d of %d ok)", f.Client.OK, f.Client.Sent)
 	}
-	if f.client.FirstFailureMS <= 0 {
-		return fmt.Errorf("the first failure came %.0f ms after the agent restart, not after it", f.client.FirstFailureMS)
+	if f.Client.FirstFailureMS <= 0 {
+		return fmt.Errorf("the first failure came %.0f ms after the agent restart, not after it", f.Client.FirstFailureMS)
 	}
-	if f.recorded != f.client.OK {
-		return fmt.Errorf("api-0 and cart-0 recorded %d requests, but the clients saw %d answered 200", f.recorded, f.client.OK)
+	if f.Recorded != f.Client.OK {
+		return fmt.Errorf("api-0 and cart-0 recorded %d requests, but the clients saw %d answered 200", f.Recorded, f.Client.OK)
 	}
-	if f.agent.Pruned["test-only-unfetched-since-start"] < 1 {
-		return fmt.Errorf("node-a's agent counted no prune by the pre-#1073 rule: %v", f.agent.Pruned)
+	if f.Agent.Pruned["test-only-unfetched-since-start"] < 1 {
+		return fmt.Errorf("node-a's agent counted no prune by the pre-#1073 rule: %v", f.Agent.Pruned)
 	}
 	for _, tw := range restartPairs {
-		if slices.Contains(f.before, tw+"=live") && !slices.Contains(f.after, tw+"=live") {
+		if slices.Contains(f.Before, tw+"=live") && !slices.Contains(f.After, tw+"=live") {
 			return nil
 		}
 	}
-	return fmt.Errorf("no pair live before the restart is gone after it: %v before, %v after", f.before, f.after)
+	return fmt.Errorf("no pair live before the restart is gone after it: %v before, %v after", f.Before, f.After)
 }

@@ -1,21 +1,48 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/aether-mesh/aether/rigs/redgreen"
 )
 
+// pairing is a control, the subject it breaks, and how the subject's
+// recorded facts read back as the evidence both cases' checks take.
+type pairing struct {
+	control, subject string
+	evidence         func(facts map[string]any) (any, error)
+}
+
 // controlSubject pairs each control with the subject it breaks; the
-// broken-rig test gives each control its subject's observation.
-var controlSubject = [][2]string{
-	{"pre-1073-prune-on-restart", "agent-restart-mid-traffic"},
-	{"drop-on-removal-leave-return", "sa-leaves-and-returns"},
-	{"drop-on-removal-recreated", "e5-pod-recreated-new-ip"},
-	{"fanout-kept-window-1h", "rev245-migration"},
-	{"cold-restart-gap", "proxy-hot-restart"},
-	{"cold-restart-agent-inside", "agent-restart-during-hot-restart"},
+// broken-rig test gives each control its subject's observation, read
+// back from the subject's row.
+var controlSubject = []pairing{
+	{"pre-1073-prune-on-restart", "agent-restart-mid-traffic", fromRow[restartEvidence]},
+	{"drop-on-removal-leave-return", "sa-leaves-and-returns", fromRow[returnEvidence]},
+	{"drop-on-removal-recreated", "e5-pod-recreated-new-ip", fromRow[returnEvidence]},
+	{"fanout-kept-window-1h", "rev245-migration", fromRow[migrationEvidence]},
+	{"cold-restart-gap", "proxy-hot-restart", fromRow[proxyRestartEvidence]},
+	{"cold-restart-agent-inside", "agent-restart-during-hot-restart", fromRow[insideEvidence]},
+}
+
+// fromRow reads a row's facts back as evidence T. A key T has no
+// field for is an error: the row would record facts its checks never
+// read.
+func fromRow[T any](facts map[string]any) (any, error) {
+	var t T
+	b, err := json.Marshal(facts)
+	if err != nil {
+		return t, fmt.Errorf("failed to encode the facts %v: %w", facts, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return t, fmt.Errorf("the facts %s are not %T evidence: %w", b, t, err)
+	}
+	return t, nil
 }
 
 const (

@@ -20,7 +20,7 @@ const recreatedIP = "10.244.1.20"
 // request, brings it back (on newIP when given: re-created) and reads
 // what its first request after the return met.
 func leaveReturn(ctx context.Context, r *rig, v variant, pod, newIP string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: returnWitness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: returnWitness}
 	c, nc, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -94,46 +94,46 @@ func leaveReturn(ctx context.Context, r *rig, v variant, pod, newIP string) (red
 		return obs, err
 	}
 	l := out[0]
-	obs.Facts["twin"], obs.Facts["source"] = tw, spiffeID(sa)
-	obs.Facts["status"], obs.Facts["flags"], obs.Facts["duration_ms"], obs.Facts["via"] = l.Status, l.Flags, l.DurationMS, l.Destination
-	obs.Facts["inbound"], obs.Facts["api_recorded"] = inboundPeers(in), recorded
-	obs.Facts["state_away"], obs.Facts["pairs_before"], obs.Facts["pairs_after"] = away, states(before), states(after)
-	obs.Facts["admitted"] = cnt1.since(cnt0).Admitted
-	obs.Facts["ip_before"], obs.Facts["ip_after"] = ipBefore, p.IP.String()
+	admitted := cnt1.since(cnt0).Admitted
+	obs.Evidence = returnEvidence{Twin: tw, Source: spiffeID(sa),
+		Status: l.Status, Flags: l.Flags, DurationMS: l.DurationMS, Via: l.Destination,
+		Inbound: inboundPeers(in), Recorded: recorded,
+		Away: away, Before: states(before), After: states(after),
+		Admitted: admitted, IPBefore: ipBefore, IPAfter: p.IP.String()}
 	obs.Summary = fmt.Sprintf("%s (%s → %s): pair %q while away; first request after the return: %s %q in %.0f ms via %s (client: %d %s); node-b saw %s; api-0 recorded %d; admitted %v; pairs before %v, after %v",
-		pod, ipBefore, p.IP, away, l.Status, l.Flags, l.DurationMS, l.Destination, o.Status, o.Err, toJSON(inboundPeers(in)), recorded, obs.Facts["admitted"], states(before), states(after))
+		pod, ipBefore, p.IP, away, l.Status, l.Flags, l.DurationMS, l.Destination, o.Status, o.Err, toJSON(inboundPeers(in)), recorded, admitted, states(before), states(after))
 	return obs, c.Check(ctx)
 }
 
-// returnFacts are leaveReturn's facts, typed.
-type returnFacts struct {
-	twin, source, status, flags, via, away string
-	ipBefore, ipAfter                      string
-	dur, admitted                          float64
-	recorded                               int
-	inbound                                map[string]int
-	before, after                          []string
+// returnEvidence is leaveReturn's evidence: the pair, node-a's outbound
+// line for the first request after the return, node-b's inbound lines
+// for it, api-0's record, the pair's state while away, node-a's pairs
+// around the departure, its admissions and the pod's address before and
+// after.
+type returnEvidence struct {
+	Twin       string         `json:"twin"`
+	Source     string         `json:"source"`
+	Status     string         `json:"status"`
+	Flags      string         `json:"flags"`
+	DurationMS float64        `json:"duration_ms"`
+	Via        string         `json:"via"`
+	Inbound    map[string]int `json:"inbound"`
+	Recorded   int            `json:"api_recorded"`
+	Away       string         `json:"state_away"`
+	Before     []string       `json:"pairs_before"`
+	After      []string       `json:"pairs_after"`
+	Admitted   float64        `json:"admitted"`
+	IPBefore   string         `json:"ip_before"`
+	IPAfter    string         `json:"ip_after"`
 }
 
-func readReturn(o redgreen.Observation) (returnFacts, error) {
-	var f returnFacts
-	var ok [14]bool
-	f.twin, ok[0] = o.Facts["twin"].(string)
-	f.source, ok[1] = o.Facts["source"].(string)
-	f.status, ok[2] = o.Facts["status"].(string)
-	f.flags, ok[3] = o.Facts["flags"].(string)
-	f.via, ok[4] = o.Facts["via"].(string)
-	f.away, ok[5] = o.Facts["state_away"].(string)
-	f.dur, ok[6] = o.Facts["duration_ms"].(float64)
-	f.admitted, ok[7] = o.Facts["admitted"].(float64)
-	f.recorded, ok[8] = o.Facts["api_recorded"].(int)
-	f.inbound, ok[9] = o.Facts["inbound"].(map[string]int)
-	f.before, ok[10] = o.Facts["pairs_before"].([]string)
-	f.after, ok[11] = o.Facts["pairs_after"].([]string)
-	f.ipBefore, ok[12] = o.Facts["ip_before"].(string)
-	f.ipAfter, ok[13] = o.Facts["ip_after"].(string)
-	if slices.Contains(ok[:], false) {
-		return f, errors.New("nothing observed")
+func readReturn(o redgreen.Observation) (returnEvidence, error) {
+	f, err := redgreen.EvidenceOf[returnEvidence](o)
+	if err != nil {
+		return f, err
+	}
+	if f.Twin == "" || f.Status == "" {
+		return f, errors.New("nothing observed: no pair or no outbound line")
 	}
 	return f, nil
 }
@@ -148,26 +148,26 @@ func checkReturnServes(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if f.away != "dormant" {
-		return fmt.Errorf("%s was %q while its source was away, want dormant", f.twin, f.away)
+	if f.Away != "dormant" {
+		return fmt.Errorf("%s was %q while its source was away, want dormant", f.Twin, f.Away)
 	}
-	if f.status != "200" || f.dur >= timeoutMS || f.via != f.twin {
-		return fmt.Errorf("node-a's outbound answered %s %q after %.0f ms via %s, want 200 via %s before the %.0f ms on-demand timeout", f.status, f.flags, f.dur, f.via, f.twin, timeoutMS)
+	if f.Status != "200" || f.DurationMS >= timeoutMS || f.Via != f.Twin {
+		return fmt.Errorf("node-a's outbound answered %s %q after %.0f ms via %s, want 200 via %s before the %.0f ms on-demand timeout", f.Status, f.Flags, f.DurationMS, f.Via, f.Twin, timeoutMS)
 	}
-	if n := f.inbound["HTTP/3.0 "+f.source]; n != 1 || len(f.inbound) != 1 || f.recorded != 1 {
-		return fmt.Errorf("node-b's inbound saw %s and api-0 recorded %d, want one HTTP/3.0 request from %s", toJSON(f.inbound), f.recorded, f.source)
+	if n := f.Inbound["HTTP/3.0 "+f.Source]; n != 1 || len(f.Inbound) != 1 || f.Recorded != 1 {
+		return fmt.Errorf("node-b's inbound saw %s and api-0 recorded %d, want one HTTP/3.0 request from %s", toJSON(f.Inbound), f.Recorded, f.Source)
 	}
-	if f.admitted != 0 {
-		return fmt.Errorf("node-a's agent admitted %v twins: the request fetched on demand", f.admitted)
+	if f.Admitted != 0 {
+		return fmt.Errorf("node-a's agent admitted %v twins: the request fetched on demand", f.Admitted)
 	}
 	// The departure may drop pairs the proxy never subscribed to (they
 	// cannot go dormant), but the return makes none.
-	if !slices.Contains(f.after, f.twin+"=live") {
-		return fmt.Errorf("%s is not live after the return: %v", f.twin, f.after)
+	if !slices.Contains(f.After, f.Twin+"=live") {
+		return fmt.Errorf("%s is not live after the return: %v", f.Twin, f.After)
 	}
-	for _, p := range f.after {
-		if !slices.Contains(f.before, p) {
-			return fmt.Errorf("node-a has pair %s after the return that it did not have before the departure (%v)", p, f.before)
+	for _, p := range f.After {
+		if !slices.Contains(f.Before, p) {
+			return fmt.Errorf("node-a has pair %s after the return that it did not have before the departure (%v)", p, f.Before)
 		}
 	}
 	return nil
@@ -181,14 +181,14 @@ func checkReturnFails(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if f.away != "" {
-		return fmt.Errorf("%s was %q while its source was away, want dropped", f.twin, f.away)
+	if f.Away != "" {
+		return fmt.Errorf("%s was %q while its source was away, want dropped", f.Twin, f.Away)
 	}
-	if f.status != "503" || !strings.Contains(f.flags, "NC") || f.dur < timeoutMS {
-		return fmt.Errorf("node-a's outbound answered %s %q after %.0f ms, want 503 NC at the %.0f ms on-demand timeout", f.status, f.flags, f.dur, timeoutMS)
+	if f.Status != "503" || !strings.Contains(f.Flags, "NC") || f.DurationMS < timeoutMS {
+		return fmt.Errorf("node-a's outbound answered %s %q after %.0f ms, want 503 NC at the %.0f ms on-demand timeout", f.Status, f.Flags, f.DurationMS, timeoutMS)
 	}
-	if f.recorded != 0 || f.admitted != 0 {
-		return fmt.Errorf("api-0 recorded %d requests and node-a's agent admitted %v twins, want none", f.recorded, f.admitted)
+	if f.Recorded != 0 || f.Admitted != 0 {
+		return fmt.Errorf("api-0 recorded %d requests and node-a's agent admitted %v twins, want none", f.Recorded, f.Admitted)
 	}
 	return nil
 }
@@ -200,8 +200,8 @@ func checkRecreatedServes(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if f.ipAfter != recreatedIP || f.ipBefore == f.ipAfter {
-		return fmt.Errorf("the pod was at %s before and %s after, want re-created at %s", f.ipBefore, f.ipAfter, recreatedIP)
+	if f.IPAfter != recreatedIP || f.IPBefore == f.IPAfter {
+		return fmt.Errorf("the pod was at %s before and %s after, want re-created at %s", f.IPBefore, f.IPAfter, recreatedIP)
 	}
 	return checkReturnServes(o)
 }

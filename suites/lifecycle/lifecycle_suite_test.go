@@ -167,15 +167,20 @@ var _ = Describe("Twin pair lifecycle: pairs survive restarts and departures, an
 		res := result()
 		all := cases(rig())
 		for _, pair := range controlSubject {
-			control, ok1 := caseNamed(all, pair[0])
-			subject, ok2 := rowNamed(res, pair[1])
-			Expect(ok1 && ok2).To(BeTrue(), "no case %s or no row %s", pair[0], pair[1])
+			control, ok1 := caseNamed(all, pair.control)
+			subject, ok2 := rowNamed(res, pair.subject)
+			Expect(ok1 && ok2).To(BeTrue(), "no case %s or no row %s", pair.control, pair.subject)
+			ev, err := pair.evidence(subject.Facts)
+			Expect(err).NotTo(HaveOccurred(), "%s's row", pair.subject)
 			control.Run = func(context.Context) (redgreen.Observation, error) {
-				return redgreen.Observation{Summary: subject.Observed, Witness: subject.Witness, Facts: subject.Facts}, nil
+				return redgreen.Observation{Summary: subject.Observed, Witness: subject.Witness, Evidence: ev}, nil
 			}
 			broken := redgreen.Run(ctx, redgreen.Suite{Name: "lifecycle", Subject: res.Subject, Cases: []redgreen.Case{control}})
 			GinkgoWriter.Println(broken.Table())
-			Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), "%s given %s's observation: %s", pair[0], pair[1], broken.Reason)
+			Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), "%s given %s's observation: %s", pair.control, pair.subject, broken.Reason)
+			// The control ran its check on the evidence and found its
+			// signature missing: not a type it could not read.
+			Expect(broken.Cases[0].Reason).NotTo(ContainSubstring("evidence, not"), "%s given %s's observation", pair.control, pair.subject)
 		}
 	})
 })

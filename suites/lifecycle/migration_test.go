@@ -33,7 +33,7 @@ func fanout() []string {
 // traffic on the pairs used so far through the window, and reads the
 // agent's pairs, state file and prune counters once the window is over.
 func migration(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: migWitness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: migWitness}
 	c, nc, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -58,6 +58,8 @@ func migration(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 	if err != nil {
 		return obs, err
 	}
+	// Pacing, not a wait: the used pairs carry traffic through the
+	// window, as a restarted agent's live pairs do.
 	time.Sleep(window + time.Second)
 	t := count(s.finish(), started)
 	// The agent says when the window's prunes are done; with a window
@@ -90,8 +92,7 @@ func migration(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 		}
 	})
 	stored := slices.Sorted(slices.Values(append(slices.Clone(state.Pairs), state.Dormant...)))
-	obs.Facts["fanout"], obs.Facts["used"], obs.Facts["kept"], obs.Facts["state_file"] = fanout(), used, kept, stored
-	obs.Facts["agent"], obs.Facts["client"], obs.Facts["window_open"] = delta, t, open == 1
+	obs.Evidence = migrationEvidence{Fanout: fanout(), Used: used, Kept: kept, Stored: stored, Agent: delta, Client: t, WindowOpen: open == 1}
 	obs.Summary = fmt.Sprintf("fan-out of %d persisted; node-b saw %v carry traffic; %.1f s after the restart (window open: %v) /debug/pairs keeps %v, the state file %v; pruned %s, in use %v; clients %d sent, %d ok, failed %s",
 		len(fanout()), used, time.Since(started).Seconds(), open == 1, kept, stored, toJSON(delta.Pruned), delta.PrunedLive, t.Sent, t.OK, toJSON(t.Failed))
 	return obs, c.Check(ctx)
@@ -122,25 +123,27 @@ func usedPairs(ctx context.Context, r *rig, v variant) ([]string, error) {
 	return sortedKeys(seen), nil
 }
 
-type migrationFacts struct {
-	fanout, used, kept, stored []string
-	agent                      counters
-	client                     tally
-	windowOpen                 bool
+// migrationEvidence is migration's evidence: the persisted fan-out, the
+// pairs node-b saw used, what node-a's /debug/pairs and state file keep
+// after the window, what its agent counted, the clients' tally and
+// whether the window was still open.
+type migrationEvidence struct {
+	Fanout     []string `json:"fanout"`
+	Used       []string `json:"used"`
+	Kept       []string `json:"kept"`
+	Stored     []string `json:"state_file"`
+	Agent      counters `json:"agent"`
+	Client     tally    `json:"client"`
+	WindowOpen bool     `json:"window_open"`
 }
 
-func readMigration(o redgreen.Observation) (migrationFacts, error) {
-	var f migrationFacts
-	var ok [7]bool
-	f.fanout, ok[0] = o.Facts["fanout"].([]string)
-	f.used, ok[1] = o.Facts["used"].([]string)
-	f.kept, ok[2] = o.Facts["kept"].([]string)
-	f.stored, ok[3] = o.Facts["state_file"].([]string)
-	f.agent, ok[4] = o.Facts["agent"].(counters)
-	f.client, ok[5] = o.Facts["client"].(tally)
-	f.windowOpen, ok[6] = o.Facts["window_open"].(bool)
-	if slices.Contains(ok[:], false) || len(f.used) == 0 {
-		return f, errors.New("nothing observed")
+func readMigration(o redgreen.Observation) (migrationEvidence, error) {
+	f, err := redgreen.EvidenceOf[migrationEvidence](o)
+	if err != nil {
+		return f, err
+	}
+	if len(f.Used) == 0 {
+		return f, errors.New("nothing observed: no pair was used")
 	}
 	return f, nil
 }
@@ -152,20 +155,20 @@ func checkMigrated(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if f.windowOpen {
+	if f.WindowOpen {
 		return fmt.Errorf("node-a's agent had not closed its %s fetch window %s after the restart", window, window+migrationMargin)
 	}
-	if !slices.Equal(f.kept, f.used) || !slices.Equal(f.stored, f.used) {
-		return fmt.Errorf("after the window node-a keeps %v (state file %v), want exactly the pairs used, %v", f.kept, f.stored, f.used)
+	if !slices.Equal(f.Kept, f.Used) || !slices.Equal(f.Stored, f.Used) {
+		return fmt.Errorf("after the window node-a keeps %v (state file %v), want exactly the pairs used, %v", f.Kept, f.Stored, f.Used)
 	}
-	if want := float64(len(f.fanout) - len(f.used)); f.agent.Pruned["fetch-window"] != want || f.agent.prunedTotal() != want {
-		return fmt.Errorf("node-a's agent pruned %v, want %v by the fetch window alone", f.agent.Pruned, want)
+	if want := float64(len(f.Fanout) - len(f.Used)); f.Agent.Pruned["fetch-window"] != want || f.Agent.prunedTotal() != want {
+		return fmt.Errorf("node-a's agent pruned %v, want %v by the fetch window alone", f.Agent.Pruned, want)
 	}
-	if f.agent.PrunedLive != 0 {
-		return fmt.Errorf("node-a's agent pruned %v twins in use", f.agent.PrunedLive)
+	if f.Agent.PrunedLive != 0 {
+		return fmt.Errorf("node-a's agent pruned %v twins in use", f.Agent.PrunedLive)
 	}
-	if f.client.OK != f.client.Sent {
-		return fmt.Errorf("%d of %d requests on the used pairs failed: %v", f.client.Sent-f.client.OK, f.client.Sent, f.client.Failed)
+	if f.Client.OK != f.Client.Sent {
+		return fmt.Errorf("%d of %d requests on the used pairs failed: %v", f.Client.Sent-f.Client.OK, f.Client.Sent, f.Client.Failed)
 	}
 	return nil
 }
@@ -177,17 +180,17 @@ func checkFanoutKept(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if !f.windowOpen {
+	if !f.WindowOpen {
 		return errors.New("node-a's agent closed its fetch window within the case")
 	}
-	if len(f.used) >= len(f.fanout) {
-		return fmt.Errorf("every fan-out pair was used (%v): nothing to prune", f.used)
+	if len(f.Used) >= len(f.Fanout) {
+		return fmt.Errorf("every fan-out pair was used (%v): nothing to prune", f.Used)
 	}
-	if !slices.Equal(f.kept, f.fanout) || !slices.Equal(f.stored, f.fanout) {
-		return fmt.Errorf("node-a keeps %v (state file %v), want the whole fan-out %v", f.kept, f.stored, f.fanout)
+	if !slices.Equal(f.Kept, f.Fanout) || !slices.Equal(f.Stored, f.Fanout) {
+		return fmt.Errorf("node-a keeps %v (state file %v), want the whole fan-out %v", f.Kept, f.Stored, f.Fanout)
 	}
-	if p := f.agent.prunedTotal(); p != 0 {
-		return fmt.Errorf("node-a's agent pruned %v pairs", f.agent.Pruned)
+	if p := f.Agent.prunedTotal(); p != 0 {
+		return fmt.Errorf("node-a's agent pruned %v pairs", f.Agent.Pruned)
 	}
 	return nil
 }

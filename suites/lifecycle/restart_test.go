@@ -116,7 +116,7 @@ func probeAcross(ctx context.Context, r *rig, v variant, tag string, event func(
 // leaves), restarts node-a's proxy under the prober, and reads the pairs
 // and the first use of batch's pair after.
 func proxyRestart(ctx context.Context, r *rig, v variant, how restarter) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: probeWitness, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: probeWitness}
 	c, nc, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -152,9 +152,8 @@ func proxyRestart(ctx context.Context, r *rig, v variant, how restarter) (redgre
 		return obs, err
 	}
 	delta := cnt1.since(cnt0)
-	obs.Facts["prober"], obs.Facts["dormant_before"], obs.Facts["pairs_after"] = p, dormant, states(after)
-	obs.Facts["first_use"], obs.Facts["agent"], obs.Facts["proxy_crashes"] = first, delta, crashes
-	obs.Facts["proxy_pid_changed"] = n.ProxyPID() != pid0
+	obs.Evidence = proxyRestartEvidence{Probe: p, Dormant: dormant, After: states(after), First: first,
+		Agent: delta, Crashes: crashes, Changed: n.ProxyPID() != pid0}
 	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d): prober %d sent, %d ok (slowest %.0f ms), failed %s, api-0 recorded %d; %s was %q before; after: pairs %v, pruned %s, in use %v, admitted %v; batch's first use %s; crash lines in the proxy logs: %v",
 		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, p.Tally.SlowestOKMS, toJSON(p.Tally.Failed), p.Recorded, twin("cron", "api"), dormant, states(after), toJSON(delta.Pruned), delta.PrunedLive, delta.Admitted, first, crashes)
 	return obs, c.Check(ctx)
@@ -242,28 +241,27 @@ func proxyCrashes(nc *node.Cluster) (int, error) {
 	return n, nil
 }
 
-type proxyRestartFacts struct {
-	probe   probed
-	dormant string
-	after   []string
-	first   use
-	agent   counters
-	crashes int
-	changed bool
+// proxyRestartEvidence is proxyRestart's evidence: the prober's tally
+// and api-0's record of it, the dormant pair's state before, node-a's
+// pairs after, batch's first use after, what node-a's agent counted,
+// the crash lines in the proxy's logs and whether its process changed.
+type proxyRestartEvidence struct {
+	Probe   probed   `json:"prober"`
+	Dormant string   `json:"dormant_before"`
+	After   []string `json:"pairs_after"`
+	First   use      `json:"first_use"`
+	Agent   counters `json:"agent"`
+	Crashes int      `json:"proxy_crashes"`
+	Changed bool     `json:"proxy_pid_changed"`
 }
 
-func readProxyRestart(o redgreen.Observation) (proxyRestartFacts, error) {
-	var f proxyRestartFacts
-	var ok [7]bool
-	f.probe, ok[0] = o.Facts["prober"].(probed)
-	f.dormant, ok[1] = o.Facts["dormant_before"].(string)
-	f.after, ok[2] = o.Facts["pairs_after"].([]string)
-	f.first, ok[3] = o.Facts["first_use"].(use)
-	f.agent, ok[4] = o.Facts["agent"].(counters)
-	f.crashes, ok[5] = o.Facts["proxy_crashes"].(int)
-	f.changed, ok[6] = o.Facts["proxy_pid_changed"].(bool)
-	if slices.Contains(ok[:], false) || f.probe.Tally.Sent == 0 {
-		return f, errors.New("nothing observed")
+func readProxyRestart(o redgreen.Observation) (proxyRestartEvidence, error) {
+	f, err := redgreen.EvidenceOf[proxyRestartEvidence](o)
+	if err != nil {
+		return f, err
+	}
+	if f.Probe.Tally.Sent == 0 {
+		return f, errors.New("nothing observed: the prober sent nothing")
 	}
 	return f, nil
 }
@@ -297,30 +295,30 @@ func checkHotRestart(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	if !f.changed {
+	if !f.Changed {
 		return errors.New("node-a's proxy has the same process id after the restart")
 	}
-	if err := checkNoGap(f.probe); err != nil {
+	if err := checkNoGap(f.Probe); err != nil {
 		return err
 	}
-	if f.crashes != 0 {
-		return fmt.Errorf("node-a's proxy logs report %d crashes", f.crashes)
+	if f.Crashes != 0 {
+		return fmt.Errorf("node-a's proxy logs report %d crashes", f.Crashes)
 	}
 	cron := twin("cron", "api")
-	if f.dormant != "dormant" || slices.ContainsFunc(f.after, func(s string) bool { return strings.HasPrefix(s, cron+"=") }) {
-		return fmt.Errorf("%s was %q before the restart and %v after, want dormant, then pruned", cron, f.dormant, f.after)
+	if f.Dormant != "dormant" || slices.ContainsFunc(f.After, func(s string) bool { return strings.HasPrefix(s, cron+"=") }) {
+		return fmt.Errorf("%s was %q before the restart and %v after, want dormant, then pruned", cron, f.Dormant, f.After)
 	}
-	if f.agent.Pruned["not-resubscribed"] < 1 || f.agent.PrunedLive != 0 {
-		return fmt.Errorf("node-a's agent pruned %v (%v in use), want the dormant pair as not re-subscribed", f.agent.Pruned, f.agent.PrunedLive)
+	if f.Agent.Pruned["not-resubscribed"] < 1 || f.Agent.PrunedLive != 0 {
+		return fmt.Errorf("node-a's agent pruned %v (%v in use), want the dormant pair as not re-subscribed", f.Agent.Pruned, f.Agent.PrunedLive)
 	}
 	for _, tw := range sourcesToAPI {
-		if !slices.Contains(f.after, tw+"=live") {
-			return fmt.Errorf("%s is not live after the restart: %v", tw, f.after)
+		if !slices.Contains(f.After, tw+"=live") {
+			return fmt.Errorf("%s is not live after the restart: %v", tw, f.After)
 		}
 	}
 	batch := twin("batch", "api")
-	if f.first.Status != "200" || f.first.Via != batch || f.first.Inbound["HTTP/3.0 "+spiffeID("batch")] != 1 {
-		return fmt.Errorf("batch's first use after the restart: %s, want 200 via %s over HTTP/3.0", f.first, batch)
+	if f.First.Status != "200" || f.First.Via != batch || f.First.Inbound["HTTP/3.0 "+spiffeID("batch")] != 1 {
+		return fmt.Errorf("batch's first use after the restart: %s, want 200 via %s over HTTP/3.0", f.First, batch)
 	}
 	return nil
 }
@@ -331,13 +329,13 @@ func checkColdRestartGap(o redgreen.Observation) error {
 	if err != nil {
 		return err
 	}
-	return checkGap(f.probe)
+	return checkGap(f.Probe)
 }
 
 // restartInside restarts node-a's proxy with its agent down from before
 // the new proxy starts until 500 ms after (#1085), under the prober.
 func restartInside(ctx context.Context, r *rig, v variant, how restarter) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "the prober's per-probe results (a new connection each), api-0's record of the probes, node-a's proxy process ids", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "the prober's per-probe results (a new connection each), api-0's record of the probes, node-a's proxy process ids"}
 	c, nc, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -357,22 +355,31 @@ func restartInside(ctx context.Context, r *rig, v variant, how restarter) (redgr
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["prober"], obs.Facts["proxy_pid_changed"] = p, n.ProxyPID() != pid0
+	obs.Evidence = insideEvidence{Probe: p, Changed: n.ProxyPID() != pid0}
 	obs.Summary = fmt.Sprintf("%s of node-a's proxy (pid %d → %d) with node-a's agent down from before it to 500 ms into it: prober %d sent, %d ok (slowest %.0f ms), failed %s; api-0 recorded %d",
 		how.name, pid0, n.ProxyPID(), p.Tally.Sent, p.Tally.OK, p.Tally.SlowestOKMS, toJSON(p.Tally.Failed), p.Recorded)
 	return obs, c.Check(ctx)
 }
 
+// insideEvidence is restartInside's evidence: the prober's tally and
+// api-0's record of it, and whether node-a's proxy process changed.
+type insideEvidence struct {
+	Probe   probed `json:"prober"`
+	Changed bool   `json:"proxy_pid_changed"`
+}
+
 func readInside(o redgreen.Observation) (probed, error) {
-	p, ok1 := o.Facts["prober"].(probed)
-	changed, ok2 := o.Facts["proxy_pid_changed"].(bool)
-	if !ok1 || !ok2 || p.Tally.Sent == 0 {
-		return p, errors.New("nothing observed")
+	f, err := redgreen.EvidenceOf[insideEvidence](o)
+	if err != nil {
+		return f.Probe, err
 	}
-	if !changed {
-		return p, errors.New("node-a's proxy has the same process id after the restart")
+	if f.Probe.Tally.Sent == 0 {
+		return f.Probe, errors.New("nothing observed: the prober sent nothing")
 	}
-	return p, nil
+	if !f.Changed {
+		return f.Probe, errors.New("node-a's proxy has the same process id after the restart")
+	}
+	return f.Probe, nil
 }
 
 func checkInsideNoLoss(o redgreen.Observation) error {

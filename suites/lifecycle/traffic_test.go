@@ -13,6 +13,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -225,9 +226,10 @@ func count(out map[string][]outcome, from time.Time) tally {
 // request of web-0 and of batch-0 to api to answer 200: their pairs exist
 // before any case, fetched on demand like any first request.
 func warmUp(ctx context.Context, c cluster.Cluster) error {
-	deadline := time.Now().Add(60 * time.Second)
 	var last error
-	for time.Now().Before(deadline) {
+	// A request that fails is retried, not an error: the listeners and
+	// twins are still coming up.
+	ok, err := wait.Until(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, error) {
 		last = nil
 		for _, pod := range []string{"web-0", "batch-0"} {
 			o, err := once(ctx, c, pod, "api", "warmup")
@@ -236,13 +238,16 @@ func warmUp(ctx context.Context, c cluster.Cluster) error {
 			}
 			if err != nil {
 				last = err
-				break
+				return false, nil
 			}
 		}
-		if last == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for the twins web → api and batch → api: %w", err)
+	case !ok:
+		return fmt.Errorf("the twins web → api and batch → api did not answer in 60 s: %w", last)
 	}
-	return fmt.Errorf("the twins web → api and batch → api did not answer in 60 s: %w", last)
+	return nil
 }

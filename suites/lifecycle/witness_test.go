@@ -13,6 +13,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -68,10 +69,11 @@ func linesFor(ctx context.Context, c cluster.Cluster, nodeName string, skip int,
 	authority := xdsnames.Authority(svc, namespace, meshDomain)
 	var found []accessLine
 	last := -1
-	for range 40 {
+	// A time that is up returns what was found: the case judges the count.
+	_, err := wait.Until(ctx, linesWait, 100*time.Millisecond, func() (bool, error) {
 		lines, err := accessLines(ctx, c, nodeName)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		found = found[:0]
 		for _, l := range lines[min(skip, len(lines)):] {
@@ -79,14 +81,19 @@ func linesFor(ctx context.Context, c cluster.Cluster, nodeName string, skip int,
 				found = append(found, l)
 			}
 		}
-		if len(found) >= want || len(found) == last && len(found) > 0 {
-			break
-		}
+		settled := len(found) == last && len(found) > 0
 		last = len(found)
-		time.Sleep(100 * time.Millisecond)
+		return len(found) >= want || settled, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s's access log for %s: %w", nodeName, svc, err)
 	}
 	return found, nil
 }
+
+// linesWait bounds how long linesFor waits for the proxy to write its
+// lines; it bounds a stalled rig, not a speed.
+const linesWait = 5 * time.Second
 
 // logLen is how many lines node's access log holds now.
 func logLen(ctx context.Context, c cluster.Cluster, nodeName string) (int, error) {

@@ -2,6 +2,7 @@ package mtls
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -91,7 +92,7 @@ func unhashedControl(r *rig, mode upstreamCert) redgreen.Case {
 // reads who src-b-0's arrived as, and how many upstream connections
 // node-a's proxy has opened per presented identity since it started.
 func pooled(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessApp + " and node-a's upstream connection counter", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessApp + " and node-a's upstream connection counter"}
 	c, err := r.cluster(ctx, mode)
 	if err != nil {
 		return obs, err
@@ -114,20 +115,29 @@ func pooled(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgree
 		}
 		opened[sa] = v
 	}
-	obs.Facts["arrived_as"], obs.Facts["connections_opened"] = got, opened
+	obs.Evidence = pooledArrivals{ArrivedAs: got, ConnectionsOpened: opened}
 	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s; upstream connections opened: %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]), toJSON(opened))
 	return obs, c.Check(ctx)
 }
 
+// pooledArrivals is the unhashed-identity control's evidence: who each
+// source's requests arrived as at dst-0, by source pod and peer URI, and
+// the upstream connections node-a's proxy opened per presented account.
+type pooledArrivals struct {
+	ArrivedAs         map[string]map[string]int `json:"arrived_as"`
+	ConnectionsOpened map[string]float64        `json:"connections_opened"`
+}
+
 func checkPooledAsA(o redgreen.Observation) error {
-	got, ok := o.Facts["arrived_as"].(map[string]map[string]int)
-	if !ok {
-		return errors.New("no arrivals observed")
+	ev, err := redgreen.EvidenceOf[pooledArrivals](o)
+	if err != nil {
+		return err
 	}
+	got, opened := ev.ArrivedAs, ev.ConnectionsOpened
 	if n := got["src-b-0"][spiffeID("sa-a")]; n != perSourceN || len(got["src-b-0"]) != 1 {
 		return fmt.Errorf("src-b-0's requests arrived as %s, want all %d as %s: the pool kept the sources apart", toJSON(got["src-b-0"]), perSourceN, spiffeID("sa-a"))
 	}
-	if opened, _ := o.Facts["connections_opened"].(map[string]float64); opened["sa-b"] != 0 {
+	if opened["sa-b"] != 0 {
 		return fmt.Errorf("node-a's proxy opened %v connections presenting sa-b; riding A's connection opens none", opened["sa-b"])
 	} else if opened["sa-a"] < 1 {
 		return fmt.Errorf("node-a's proxy opened no connection presenting sa-a (%v): nothing was pooled", opened)
@@ -138,7 +148,7 @@ func checkPooledAsA(o redgreen.Observation) error {
 // identities sends perSourceN requests from each source at once and reads
 // who each arrived as from the app's record.
 func identities(ctx context.Context, r *rig, mode upstreamCert, tag string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessApp, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: witnessApp}
 	c, err := r.cluster(ctx, mode)
 	if err != nil {
 		return obs, err
@@ -151,18 +161,26 @@ func identities(ctx context.Context, r *rig, mode upstreamCert, tag string) (red
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["sent"] = perSourceN
-	obs.Facts["answered_200"] = ok
-	obs.Facts["arrived_as"] = got
+	obs.Evidence = identityArrivals{Sent: perSourceN, Answered200: ok, ArrivedAs: got}
 	obs.Summary = fmt.Sprintf("src-a-0 → %s; src-b-0 → %s", toJSON(got["src-a-0"]), toJSON(got["src-b-0"]))
 	return obs, c.Check(ctx)
 }
 
+// identityArrivals is an identity case's evidence: the requests each source
+// sent, how many answered 200 by source pod, and who they arrived as at
+// dst-0, by source pod and peer URI.
+type identityArrivals struct {
+	Sent        int                       `json:"sent"`
+	Answered200 map[string]int            `json:"answered_200"`
+	ArrivedAs   map[string]map[string]int `json:"arrived_as"`
+}
+
 func arrived(o redgreen.Observation) (map[string]map[string]int, error) {
-	got, ok := o.Facts["arrived_as"].(map[string]map[string]int)
-	if !ok {
-		return nil, errors.New("no arrivals observed")
+	ev, err := redgreen.EvidenceOf[identityArrivals](o)
+	if err != nil {
+		return nil, err
 	}
+	got := ev.ArrivedAs
 	for _, src := range []string{"src-a-0", "src-b-0"} {
 		total := 0
 		for _, n := range got[src] {
@@ -205,7 +223,8 @@ func checkOwnIdentity(o redgreen.Observation) error {
 // refusals: three bad clients then a good one, straight to dst-0:18008
 // from src-a-0's netns.
 func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessProxy, Facts: map[string]any{}}
+	ev := &refused{Clients: map[string]refusedClient{}}
+	obs := redgreen.Observation{Witness: witnessProxy, Evidence: ev}
 	c, err := r.cluster(ctx, perSource)
 	if err != nil {
 		return obs, err
@@ -266,7 +285,7 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 			return obs, err
 		}
 		counted[cl.tag] = after - before
-		obs.Facts[cl.tag] = map[string]any{"status": code, "client_error": fmt.Sprint(reqErr), "reason": cl.reason, "counted": after - before}
+		ev.Clients[cl.tag] = refusedClient{Status: code, ClientError: fmt.Sprint(reqErr), Reason: cl.reason, Counted: after - before}
 		parts = append(parts, fmt.Sprintf("%s: %s +%v", cl.tag, cl.reason, after-before))
 	}
 	client, err := tlsClient(c, src, good, dstSNI)
@@ -274,15 +293,59 @@ func refusals(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	code, _, err := get(ctx, client, url("valid-svid"), dstAuthority)
-	obs.Facts["valid-svid"] = map[string]any{"status": code, "client_error": fmt.Sprint(err)}
+	ev.Valid = &validClient{Status: code, ClientError: fmt.Sprint(err)}
 	seen, err := reachedApp(ctx, c, "no-certificate", "other-trust-domain", "expired-svid", "valid-svid")
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["counted"] = counted
-	obs.Facts["app_saw"] = seen
+	ev.Counted, ev.AppSaw = counted, seen
 	obs.Summary = strings.Join(parts, "; ") + fmt.Sprintf("; valid SVID %d; the app saw %s", code, toJSON(seen))
 	return obs, c.Check(ctx)
+}
+
+// refusedClient is what one bad client met at dst-0's 18008: its
+// request's status and error, the reason node-b's proxy must count it
+// under, and how far that count rose.
+type refusedClient struct {
+	Status      int     `json:"status"`
+	ClientError string  `json:"client_error"`
+	Reason      string  `json:"reason"`
+	Counted     float64 `json:"counted"`
+}
+
+// validClient is what the valid SVID's request met in the same run.
+type validClient struct {
+	Status      int    `json:"status"`
+	ClientError string `json:"client_error"`
+}
+
+// refused is the refused-at-18008 case's evidence, filled as the run goes:
+// each bad client's attempt by tag, the valid one's, the refusals counted
+// by tag and the XFCC dst-0's app recorded for each tag it saw. Its facts
+// are one object: the clients by tag beside the rest, each part once
+// observed.
+type refused struct {
+	Clients map[string]refusedClient
+	Valid   *validClient
+	Counted map[string]float64
+	AppSaw  map[string]string
+}
+
+func (r *refused) MarshalJSON() ([]byte, error) {
+	m := map[string]any{}
+	for tag, c := range r.Clients {
+		m[tag] = c
+	}
+	if r.Valid != nil {
+		m["valid-svid"] = r.Valid
+	}
+	if r.Counted != nil {
+		m["counted"] = r.Counted
+	}
+	if r.AppSaw != nil {
+		m["app_saw"] = r.AppSaw
+	}
+	return json.Marshal(m)
 }
 
 // reachedApp reads, per tag, the XFCC of the request dst-0's app recorded
@@ -304,14 +367,17 @@ func reachedApp(ctx context.Context, c cluster.Cluster, tags ...string) (map[str
 }
 
 func checkRefusals(o redgreen.Observation) error {
-	counted, ok := o.Facts["counted"].(map[string]float64)
-	if !ok {
+	ev, err := redgreen.EvidenceOf[*refused](o)
+	if err != nil {
+		return err
+	}
+	if ev == nil || ev.Counted == nil {
 		return errors.New("no refusal counts observed")
 	}
-	seen, _ := o.Facts["app_saw"].(map[string]string)
+	counted, seen := ev.Counted, ev.AppSaw
 	for _, tag := range []string{"no-certificate", "other-trust-domain", "expired-svid"} {
 		if counted[tag] < 1 {
-			return fmt.Errorf("%s was not counted as refused (%v)", tag, o.Facts[tag])
+			return fmt.Errorf("%s was not counted as refused (%s)", tag, toJSON(ev.Clients[tag]))
 		}
 		if s, ok := seen[tag]; ok {
 			return fmt.Errorf("%s reached the app (%s)", tag, s)
@@ -324,7 +390,7 @@ func checkRefusals(o redgreen.Observation) error {
 }
 
 func unknownAuthority(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "the response and the destination app's record", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "the response and the destination app's record"}
 	c, err := r.cluster(ctx, perSource)
 	if err != nil {
 		return obs, err
@@ -346,17 +412,29 @@ func unknownAuthority(ctx context.Context, r *rig) (redgreen.Observation, error)
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["status"], obs.Facts["body"], obs.Facts["app_saw"] = code, body, len(got)
+	obs.Evidence = unknownAnswer{Status: code, Body: body, AppSaw: len(got)}
 	obs.Summary = fmt.Sprintf("%s → %d %q; the app saw %d", host, code, strings.TrimSpace(body), len(got))
 	return obs, c.Check(ctx)
 }
 
+// unknownAnswer is the unknown-authority case's evidence: the answer's
+// status and body, and how many of its requests dst-0's app recorded.
+type unknownAnswer struct {
+	Status int    `json:"status"`
+	Body   string `json:"body"`
+	AppSaw int    `json:"app_saw"`
+}
+
 func checkUnknownAuthority(o redgreen.Observation) error {
-	if o.Facts["status"] != http.StatusNotFound || !strings.Contains(fmt.Sprint(o.Facts["body"]), "no mesh service has this authority") {
-		return fmt.Errorf("answered %v %q, want 404 naming the miss", o.Facts["status"], o.Facts["body"])
+	ev, err := redgreen.EvidenceOf[unknownAnswer](o)
+	if err != nil {
+		return err
 	}
-	if o.Facts["app_saw"] != 0 {
-		return fmt.Errorf("the app saw %v requests, want none", o.Facts["app_saw"])
+	if ev.Status != http.StatusNotFound || !strings.Contains(ev.Body, "no mesh service has this authority") {
+		return fmt.Errorf("answered %d %q, want 404 naming the miss", ev.Status, ev.Body)
+	}
+	if ev.AppSaw != 0 {
+		return fmt.Errorf("the app saw %d requests, want none", ev.AppSaw)
 	}
 	return nil
 }

@@ -218,9 +218,10 @@ func waitHTTPListeners(ctx context.Context, c cluster.Cluster) error {
 		"node-b": xdsnames.InboundListener(namespace, "dst-0"),
 		"node-a": xdsnames.OutboundListener(namespace, "src-a-0"),
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	var last error
-	for time.Now().Before(deadline) {
+	// A failed read or request is what the path not being up yet looks
+	// like: it is kept as the reason, and the wait goes on.
+	up, err := wait.Until(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, error) {
 		last = nil
 		for nodeName, l := range want {
 			body, err := c.Metrics(ctx, nodeName, cluster.Proxy)
@@ -231,21 +232,28 @@ func waitHTTPListeners(ctx context.Context, c cluster.Cluster) error {
 				last = err
 			}
 		}
-		if last == nil {
-			// src-a-0 first: where the pool ignores the identity, the
-			// connection is then A's (the unhashed-identity control).
-			ok, err := sendFrom(ctx, c, "warmup", 1, "src-a-0")
-			if err == nil && ok["src-a-0"] == 1 {
-				ok, err = sendFrom(ctx, c, "warmup", 1, "src-b-0")
-			}
-			if err == nil && ok["src-b-0"] == 1 {
-				return nil
-			}
-			last = fmt.Errorf("warm-up requests: %v answered 200 (%v)", ok, err)
+		if last != nil {
+			return false, nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		// src-a-0 first: where the pool ignores the identity, the
+		// connection is then A's (the unhashed-identity control).
+		ok, err := sendFrom(ctx, c, "warmup", 1, "src-a-0")
+		if err == nil && ok["src-a-0"] == 1 {
+			ok, err = sendFrom(ctx, c, "warmup", 1, "src-b-0")
+		}
+		if err == nil && ok["src-b-0"] == 1 {
+			return true, nil
+		}
+		last = fmt.Errorf("warm-up requests: %v answered 200 (%v)", ok, err)
+		return false, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for the mTLS path (last seen: %v): %w", last, err)
+	case !up:
+		return fmt.Errorf("the mTLS path did not come up in 60 s: %w", last)
 	}
-	return fmt.Errorf("the mTLS path did not come up in 60 s: %w", last)
+	return nil
 }
 
 // records is the pod's app's own record, read through the cluster.

@@ -15,7 +15,7 @@ import (
 // listens. It reads api-0's kernel UdpNoPorts, both pods' QUIC inbounds
 // and both apps around it.
 func ownEgress(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "api-0's kernel (Udp NoPorts in its netns), api-0's and cart-0's QUIC inbound counters (node-b's proxy), both apps' records", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "api-0's kernel (Udp NoPorts in its netns), api-0's and cart-0's QUIC inbound counters (node-b's proxy), both apps' records"}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -65,31 +65,37 @@ func ownEgress(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 			return obs, err
 		}
 	}
-	obs.Facts["udp_no_ports"], obs.Facts["own_inbound"], obs.Facts["peer_inbound"] = noPorts1-noPorts0, own1.since(own0), peer1.since(peer0)
-	obs.Facts["apps"], obs.Facts["answered_as"], obs.Facts["dial_err"] = seen, errString(s.identityErr), errString(perr)
+	obs.Evidence = egress{UDPNoPorts: noPorts1 - noPorts0, OwnInbound: own1.since(own0), PeerInbound: peer1.since(peer0),
+		Apps: seen, AnsweredAs: errString(s.identityErr), DialErr: errString(perr)}
 	obs.Summary = fmt.Sprintf("dial %s; the server's identity check: %s; api-0 UdpNoPorts +%d; api-0's own inbound %s; cart-0's inbound %s; apps saw %s",
 		orOK(perr), orOK(s.identityErr), noPorts1-noPorts0, toJSON(own1.since(own0)), toJSON(peer1.since(peer0)), toJSON(seen))
 	return obs, c.Check(ctx)
 }
 
-func egressFacts(o redgreen.Observation) (noPorts uint64, own, peer inboundView, apps map[string]map[string]int, answeredAs, dialErr string, err error) {
-	var ok [6]bool
-	noPorts, ok[0] = o.Facts["udp_no_ports"].(uint64)
-	own, ok[1] = o.Facts["own_inbound"].(inboundView)
-	peer, ok[2] = o.Facts["peer_inbound"].(inboundView)
-	apps, ok[3] = o.Facts["apps"].(map[string]map[string]int)
-	answeredAs, ok[4] = o.Facts["answered_as"].(string)
-	dialErr, ok[5] = o.Facts["dial_err"].(string)
-	for _, b := range ok {
-		if !b {
-			err = errNothing
-		}
+// egress is an own-egress case's evidence: how far api-0's UdpNoPorts
+// rose, what api-0's own and cart-0's QUIC inbounds counted meanwhile,
+// what each app saw by peer URI, and the dial's outcome: the server's
+// identity check (naming who answered, when it was not cart) and the
+// request's error.
+type egress struct {
+	UDPNoPorts  uint64                    `json:"udp_no_ports"`
+	OwnInbound  inboundView               `json:"own_inbound"`
+	PeerInbound inboundView               `json:"peer_inbound"`
+	Apps        map[string]map[string]int `json:"apps"`
+	AnsweredAs  string                    `json:"answered_as"`
+	DialErr     string                    `json:"dial_err"`
+}
+
+func egressEvidence(o redgreen.Observation) (noPorts uint64, own, peer inboundView, apps map[string]map[string]int, answeredAs, dialErr string, err error) {
+	ev, err := redgreen.EvidenceOf[egress](o)
+	if err != nil {
+		return 0, inboundView{}, inboundView{}, nil, "", "", err
 	}
-	return
+	return ev.UDPNoPorts, ev.OwnInbound, ev.PeerInbound, ev.Apps, ev.AnsweredAs, ev.DialErr, nil
 }
 
 func checkOwnInbound(o redgreen.Observation) error {
-	_, own, peer, _, answeredAs, _, err := egressFacts(o)
+	_, own, peer, _, answeredAs, _, err := egressEvidence(o)
 	if err != nil {
 		return err
 	}
@@ -106,7 +112,7 @@ func checkOwnInbound(o redgreen.Observation) error {
 }
 
 func checkDroppedAtSocket(o redgreen.Observation) error {
-	noPorts, own, peer, apps, _, dialErr, err := egressFacts(o)
+	noPorts, own, peer, apps, _, dialErr, err := egressEvidence(o)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 // perSource sends perSourceN requests from web-0 and batch-0 to api and
 // reads what api-0's app and node-b's QUIC inbound saw.
 func perSource(ctx context.Context, r *rig, v variant, tag string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: destView, Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: destView}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -29,18 +29,26 @@ func perSource(ctx context.Context, r *rig, v variant, tag string) (redgreen.Obs
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["codes"], obs.Facts["app_xfcc"], obs.Facts["inbound_handshakes_by_peer"] = codes, xfcc, in.Accepted
+	obs.Evidence = arrivals{Codes: codes, AppXFCC: xfcc, InboundHandshakesByPeer: in.Accepted}
 	obs.Summary = fmt.Sprintf("answers %v; api-0's app saw %s; api-0's inbound accepted connections (since the cluster started) %s", codes, toJSON(xfcc), toJSON(in.Accepted))
 	return obs, c.Check(ctx)
 }
 
-func identityFacts(o redgreen.Observation) (map[int]int, map[string]int, counters, error) {
-	codes, ok1 := o.Facts["codes"].(map[int]int)
-	xfcc, ok2 := o.Facts["app_xfcc"].(map[string]int)
-	hs, ok3 := o.Facts["inbound_handshakes_by_peer"].(counters)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, nil, nil, errNothing
+// arrivals is an identity case's evidence: the answers by status, the
+// requests api-0's app saw by peer URI, and the handshakes api-0's inbound
+// accepted by peer since the cluster started.
+type arrivals struct {
+	Codes                   map[int]int    `json:"codes"`
+	AppXFCC                 map[string]int `json:"app_xfcc"`
+	InboundHandshakesByPeer counters       `json:"inbound_handshakes_by_peer"`
+}
+
+func identityEvidence(o redgreen.Observation) (map[int]int, map[string]int, counters, error) {
+	ev, err := redgreen.EvidenceOf[arrivals](o)
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	codes, xfcc, hs := ev.Codes, ev.AppXFCC, ev.InboundHandshakesByPeer
 	if !allOK(codes, 2*perSourceN) {
 		return nil, nil, nil, fmt.Errorf("the requests answered %v, want %d × 200", codes, 2*perSourceN)
 	}
@@ -48,7 +56,7 @@ func identityFacts(o redgreen.Observation) (map[int]int, map[string]int, counter
 }
 
 func checkSharedCert(o redgreen.Observation) error {
-	_, xfcc, hs, err := identityFacts(o)
+	_, xfcc, hs, err := identityEvidence(o)
 	if err != nil {
 		return err
 	}
@@ -65,7 +73,7 @@ func checkSharedCert(o redgreen.Observation) error {
 }
 
 func checkOwnIdentity(o redgreen.Observation) error {
-	_, xfcc, hs, err := identityFacts(o)
+	_, xfcc, hs, err := identityEvidence(o)
 	if err != nil {
 		return err
 	}
@@ -90,7 +98,7 @@ func checkOwnIdentity(o redgreen.Observation) error {
 // inbound accepted from web meanwhile. No earlier case dials cart from
 // web on any variant, so the twin starts without a connection.
 func connCount(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "cart-0's QUIC inbound (handshakes by peer SPIFFE ID) and cart-0's app (the XFCC of each request)", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "cart-0's QUIC inbound (handshakes by peer SPIFFE ID) and cart-0's app (the XFCC of each request)"}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -140,20 +148,29 @@ func connCount(ctx context.Context, r *rig, v variant) (redgreen.Observation, er
 		return obs, err
 	}
 	d := after.since(before)
-	obs.Facts["codes"], obs.Facts["requests"], obs.Facts["connections_from_web"], obs.Facts["app_xfcc"] = codes, downstreams*perConn, d.Accepted[spiffeID("web")], xfcc
+	obs.Evidence = pooledConns{Codes: codes, Requests: downstreams * perConn, ConnectionsFromWeb: d.Accepted[spiffeID("web")], AppXFCC: xfcc}
 	obs.Summary = fmt.Sprintf("%d downstream connections × %d requests answered %v; cart-0's inbound accepted %v QUIC connections from web (all peers: %s); cart-0's app saw %s",
 		downstreams, perConn, codes, d.Accepted[spiffeID("web")], toJSON(d.Accepted), toJSON(xfcc))
 	return obs, c.Check(ctx)
 }
 
+// pooledConns is a connection-count case's evidence: the answers by
+// status, the requests sent, the QUIC connections cart-0's inbound
+// accepted from web meanwhile, and the requests cart-0's app saw by peer
+// URI.
+type pooledConns struct {
+	Codes              map[int]int    `json:"codes"`
+	Requests           int            `json:"requests"`
+	ConnectionsFromWeb float64        `json:"connections_from_web"`
+	AppXFCC            map[string]int `json:"app_xfcc"`
+}
+
 func checkConnCount(o redgreen.Observation, want float64) error {
-	codes, ok1 := o.Facts["codes"].(map[int]int)
-	n, ok2 := o.Facts["connections_from_web"].(float64)
-	reqs, ok3 := o.Facts["requests"].(int)
-	xfcc, ok4 := o.Facts["app_xfcc"].(map[string]int)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return errNothing
+	ev, err := redgreen.EvidenceOf[pooledConns](o)
+	if err != nil {
+		return err
 	}
+	codes, n, reqs, xfcc := ev.Codes, ev.ConnectionsFromWeb, ev.Requests, ev.AppXFCC
 	if !allOK(codes, reqs) || xfcc[spiffeID("web")] != reqs {
 		return fmt.Errorf("answers %v and the app saw web %d times, want %d × 200 seen", codes, xfcc[spiffeID("web")], reqs)
 	}

@@ -16,7 +16,7 @@ const namesN = 5
 // names calls api-0's inbound with the suite's client (identity, then
 // name) and sends web-0's mesh requests to api.
 func names(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "the suite's quic-go client's own checks of api-0's certificate (go-spiffe, then the DNS SANs against the SNI), api-0's app record, the mesh requests' answers", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "the suite's quic-go client's own checks of api-0's certificate (go-spiffe, then the DNS SANs against the SNI), api-0's app record, the mesh requests' answers"}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -39,8 +39,8 @@ func names(ctx context.Context, r *rig, v variant) (redgreen.Observation, error)
 		return obs, err
 	}
 	var hostErr x509.HostnameError
-	obs.Facts["identity_err"], obs.Facts["name_err"], obs.Facts["hostname_error"] = errString(s.identityErr), errString(s.nameErr), errors.As(s.nameErr, &hostErr)
-	obs.Facts["probe_err"], obs.Facts["mesh_codes"], obs.Facts["app_xfcc"] = errString(perr), codes, xfcc
+	obs.Evidence = nameChecks{IdentityErr: errString(s.identityErr), NameErr: errString(s.nameErr), HostnameError: errors.As(s.nameErr, &hostErr),
+		ProbeErr: errString(perr), MeshCodes: codes, AppXFCC: xfcc}
 	obs.Summary = fmt.Sprintf("client: identity check %s, hostname check %s, request %s; %d mesh requests answered %v; api-0's app saw %s",
 		orOK(s.identityErr), orOK(s.nameErr), orOK(perr), namesN, codes, toJSON(xfcc))
 	return obs, c.Check(ctx)
@@ -53,24 +53,29 @@ func orOK(err error) string {
 	return fmt.Sprintf("failed (%v)", err)
 }
 
-func nameFacts(o redgreen.Observation) (idErr, nameErr string, hostErr bool, codes map[int]int, xfcc map[string]int, probeErr string, err error) {
-	var ok [6]bool
-	idErr, ok[0] = o.Facts["identity_err"].(string)
-	nameErr, ok[1] = o.Facts["name_err"].(string)
-	hostErr, ok[2] = o.Facts["hostname_error"].(bool)
-	codes, ok[3] = o.Facts["mesh_codes"].(map[int]int)
-	xfcc, ok[4] = o.Facts["app_xfcc"].(map[string]int)
-	probeErr, ok[5] = o.Facts["probe_err"].(string)
-	for _, b := range ok {
-		if !b {
-			return "", "", false, nil, nil, "", errNothing
-		}
+// nameChecks is a names case's evidence: the suite's client's identity
+// and hostname checks of api-0's certificate (the latter's error, and
+// whether it is a hostname error), its request's error, web-0's mesh
+// requests' answers by status and the requests api-0's app saw by peer URI.
+type nameChecks struct {
+	IdentityErr   string         `json:"identity_err"`
+	NameErr       string         `json:"name_err"`
+	HostnameError bool           `json:"hostname_error"`
+	ProbeErr      string         `json:"probe_err"`
+	MeshCodes     map[int]int    `json:"mesh_codes"`
+	AppXFCC       map[string]int `json:"app_xfcc"`
+}
+
+func nameEvidence(o redgreen.Observation) (idErr, nameErr string, hostErr bool, codes map[int]int, xfcc map[string]int, probeErr string, err error) {
+	ev, err := redgreen.EvidenceOf[nameChecks](o)
+	if err != nil {
+		return "", "", false, nil, nil, "", err
 	}
-	return idErr, nameErr, hostErr, codes, xfcc, probeErr, nil
+	return ev.IdentityErr, ev.NameErr, ev.HostnameError, ev.MeshCodes, ev.AppXFCC, ev.ProbeErr, nil
 }
 
 func checkNameError(o redgreen.Observation) error {
-	idErr, nameErr, hostErr, codes, xfcc, _, err := nameFacts(o)
+	idErr, nameErr, hostErr, codes, xfcc, _, err := nameEvidence(o)
 	if err != nil {
 		return err
 	}
@@ -90,7 +95,7 @@ func checkNameError(o redgreen.Observation) error {
 }
 
 func checkNameOK(o redgreen.Observation) error {
-	idErr, nameErr, _, codes, xfcc, probeErr, err := nameFacts(o)
+	idErr, nameErr, _, codes, xfcc, probeErr, err := nameEvidence(o)
 	if err != nil {
 		return err
 	}

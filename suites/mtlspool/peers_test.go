@@ -21,7 +21,7 @@ import (
 
 // validPeer is the bad-peer probe with every defect removed.
 func validPeer(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "node-b's QUIC inbound (handshakes by peer) and api-0's app record", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "node-b's QUIC inbound (handshakes by peer) and api-0's app record"}
 	c, err := r.cluster(ctx, shipped)
 	if err != nil {
 		return obs, err
@@ -47,19 +47,27 @@ func validPeer(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	d := after.since(before)
-	obs.Facts["err"], obs.Facts["accepted"], obs.Facts["refused"], obs.Facts["app_xfcc"] = errString(perr), d.Accepted, d.Refused, xfcc
+	obs.Evidence = peerServed{Err: errString(perr), Accepted: d.Accepted, Refused: d.Refused, AppXFCC: xfcc}
 	obs.Summary = fmt.Sprintf("request %s; api-0's inbound accepted %s, refused %s; the app saw %s", orOK(perr), toJSON(d.Accepted), toJSON(d.Refused), toJSON(xfcc))
 	return obs, c.Check(ctx)
 }
 
+// peerServed is the valid-peer case's evidence: its request's error,
+// what api-0's inbound accepted by peer and refused by reason meanwhile,
+// and the requests api-0's app saw by peer URI.
+type peerServed struct {
+	Err      string         `json:"err"`
+	Accepted counters       `json:"accepted"`
+	Refused  counters       `json:"refused"`
+	AppXFCC  map[string]int `json:"app_xfcc"`
+}
+
 func checkValidPeer(o redgreen.Observation) error {
-	perr, ok1 := o.Facts["err"].(string)
-	acc, ok2 := o.Facts["accepted"].(counters)
-	ref, ok3 := o.Facts["refused"].(counters)
-	xfcc, ok4 := o.Facts["app_xfcc"].(map[string]int)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return errNothing
+	ev, err := redgreen.EvidenceOf[peerServed](o)
+	if err != nil {
+		return err
 	}
+	perr, acc, ref, xfcc := ev.Err, ev.Accepted, ev.Refused, ev.AppXFCC
 	if perr != "" || acc[spiffeID("peer-probe")] != 1 || len(ref) != 0 || xfcc[spiffeID("peer-probe")] != 1 {
 		return fmt.Errorf("the valid peer was not served once and counted once: %q, accepted %s, refused %s, app %s", perr, toJSON(acc), toJSON(ref), toJSON(xfcc))
 	}
@@ -85,7 +93,7 @@ const (
 // badPeers has each bad client call api-0's inbound, then floods it
 // while valid clients call it.
 func badPeers(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "node-b's QUIC inbound counters (refusals by reason, drops by quic-go's trigger, connections begun), api-0's app record, the valid clients' answers", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "node-b's QUIC inbound counters (refusals by reason, drops by quic-go's trigger, connections begun), api-0's app record, the valid clients' answers"}
 	c, err := r.cluster(ctx, shipped)
 	if err != nil {
 		return obs, err
@@ -136,13 +144,24 @@ func badPeers(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["refusals"], obs.Facts["handshakes"], obs.Facts["flood"], obs.Facts["app_bad_peer"] = refusals, dials, fl, badSeen
+	obs.Evidence = badPeerCounts{Refusals: refusals, Handshakes: dials, Flood: fl, AppBadPeer: badSeen}
 	obs.Summary = fmt.Sprintf("refusals per client %s after its handshakes %s; the app saw %s of them; flood: %s", toJSON(refusals), toJSON(dials), toJSON(badSeen), fl)
 	return obs, c.Check(ctx)
 }
 
+// badPeerCounts is the bad-peers case's evidence: what api-0's inbound
+// refused by reason for each bad client, named by the reason it must be
+// counted under, the handshakes each client made, the flood's
+// figures, and the bad clients' requests api-0's app saw by peer URI.
+type badPeerCounts struct {
+	Refusals   map[string]counters `json:"refusals"`
+	Handshakes map[string]int      `json:"handshakes"`
+	Flood      floodResult         `json:"flood"`
+	AppBadPeer map[string]int      `json:"app_bad_peer"`
+}
+
 // floodResult is what the inbound counted during the flood, and how the
-// valid clients fared.
+// valid clients fared. The row records it under its field names.
 type floodResult struct {
 	Junk, ShortInitials, FullInitials int
 	Dropped                           counters
@@ -256,8 +275,7 @@ func sendFlood(conn net.Conn, stop <-chan struct{}) (junk, short, full int) {
 			}
 		}
 		if junk%50 == 0 {
-			// A flood from one pod, not a stall of the machine the rig
-			// shares.
+			// A pace, not a wait: a flood from one pod, not a stall of the shared machine.
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -360,11 +378,12 @@ func validConn(ctx context.Context, r *rig, c cluster.Cluster, certs []tls.Certi
 }
 
 func checkBadPeers(o redgreen.Observation) error {
-	refusals, ok1 := o.Facts["refusals"].(map[string]counters)
-	fl, ok2 := o.Facts["flood"].(floodResult)
-	seen, ok3 := o.Facts["app_bad_peer"].(map[string]int)
-	dials, ok4 := o.Facts["handshakes"].(map[string]int)
-	if !ok1 || !ok2 || !ok3 || !ok4 || len(refusals) == 0 {
+	ev, err := redgreen.EvidenceOf[badPeerCounts](o)
+	if err != nil {
+		return err
+	}
+	refusals, fl, seen, dials := ev.Refusals, ev.Flood, ev.AppBadPeer, ev.Handshakes
+	if len(refusals) == 0 {
 		return errNothing
 	}
 	for reason, d := range refusals {

@@ -20,6 +20,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/identity"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -29,7 +30,7 @@ import (
 // agents drop it from the bundle) and, once api-0's inbound refuses a
 // fresh client of that root, it tries to resume once more.
 func r4(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "api-0's app record (the XFCC of each request), node-b's QUIC inbound counters (handshakes by peer and resumption, refusals by reason), the client's own view of its session", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "api-0's app record (the XFCC of each request), node-b's QUIC inbound counters (handshakes by peer and resumption, refusals by reason), the client's own view of its session"}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -82,10 +83,9 @@ func r4(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
 		}
 	}
 	resumedAgain := again.since(before).Accepted[spiffeID("r4-probe")+" resumed"]
-	obs.Facts["ticket"], obs.Facts["resumed"], obs.Facts["used_0rtt"], obs.Facts["again_err"] = ticket, s.resumed, s.used0RTT, errString(rerr)
-	obs.Facts["inbound_resumed"], obs.Facts["app"] = resumedAgain, seen
-	obs.Facts["revoked_handshakes"] = rs.dials
-	obs.Facts["revoked_offered"], obs.Facts["revoked_resumed"], obs.Facts["revoked_err"], obs.Facts["revoked_refused"] = cache.hits-offered, rs.resumed, errString(rverr), revokedAfter.since(revokedBefore).Refused
+	obs.Evidence = r4Obs{Ticket: ticket, Resumed: s.resumed, ZeroRTT: s.used0RTT, AgainErr: errString(rerr),
+		InboundResumed: resumedAgain, App: seen,
+		RevokedDials: rs.dials, RevokedOffered: cache.hits - offered, RevokedResumed: rs.resumed, RevokedErr: errString(rverr), RevokedRefused: revokedAfter.since(revokedBefore).Refused}
 	obs.Summary = fmt.Sprintf("first connection: session ticket kept %v; reconnect: resumed %v (api-0's inbound counted %v resumed handshakes), 0-RTT accepted %v, request %s; after the root's revocation: ticket offered %v, resumed %v, request %s, api-0's inbound refused %s; the app saw %s",
 		ticket, s.resumed, resumedAgain, s.used0RTT, orOK(rerr), cache.hits-offered > 0, rs.resumed, orOK(rverr), toJSON(revokedAfter.since(revokedBefore).Refused), toJSON(seen))
 	return obs, c.Check(ctx)
@@ -124,44 +124,47 @@ func untilRevoked(ctx context.Context, r *rig, c cluster.Cluster) error {
 	if p.certs, err = revocableSVID(r, "r4-witness"); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := p.get(ctx, "/r4-witness/0", false); err != nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
+	refused, err := wait.Until(ctx, 15*time.Second, 200*time.Millisecond, func() (bool, error) {
+		_, err := p.get(ctx, "/r4-witness/0", false)
+		return err != nil, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for api-0's inbound to refuse the revoked root: %w", err)
+	case !refused:
+		return errors.New("api-0's inbound still accepts the revoked root after 15 s: the bundle did not change")
 	}
-	return errors.New("api-0's inbound still accepts the revoked root after 15 s: the bundle did not change")
+	return nil
 }
 
+// r4Obs is an R4 case's evidence: whether the client kept a session
+// ticket, and on its reconnect whether it resumed, whether the server
+// took its 0-RTT data and the request's error; the resumed handshakes
+// api-0's inbound counted for it; what api-0's app saw of each step (first,
+// again, revoked) by peer URI; and after the revocation, the handshakes
+// the client made, the sessions it offered, whether it resumed, its
+// request's error and what the inbound refused by reason.
 type r4Obs struct {
-	ticket, resumed, zeroRTT, revokedResumed bool
-	inboundResumed                           float64
-	app                                      map[string]map[string]int
-	revokedErr                               string
-	revokedRefused                           counters
-	revokedDials                             int
+	Ticket         bool                      `json:"ticket"`
+	Resumed        bool                      `json:"resumed"`
+	ZeroRTT        bool                      `json:"used_0rtt"`
+	AgainErr       string                    `json:"again_err"`
+	InboundResumed float64                   `json:"inbound_resumed"`
+	App            map[string]map[string]int `json:"app"`
+	RevokedDials   int                       `json:"revoked_handshakes"`
+	RevokedOffered int                       `json:"revoked_offered"`
+	RevokedResumed bool                      `json:"revoked_resumed"`
+	RevokedErr     string                    `json:"revoked_err"`
+	RevokedRefused counters                  `json:"revoked_refused"`
 }
 
-func r4Facts(o redgreen.Observation) (r4Obs, error) {
-	var f r4Obs
-	var ok [9]bool
-	f.revokedDials, ok[8] = o.Facts["revoked_handshakes"].(int)
-	f.ticket, ok[0] = o.Facts["ticket"].(bool)
-	f.resumed, ok[1] = o.Facts["resumed"].(bool)
-	f.zeroRTT, ok[2] = o.Facts["used_0rtt"].(bool)
-	f.inboundResumed, ok[3] = o.Facts["inbound_resumed"].(float64)
-	f.app, ok[4] = o.Facts["app"].(map[string]map[string]int)
-	f.revokedResumed, ok[5] = o.Facts["revoked_resumed"].(bool)
-	f.revokedErr, ok[6] = o.Facts["revoked_err"].(string)
-	f.revokedRefused, ok[7] = o.Facts["revoked_refused"].(counters)
-	for _, b := range ok {
-		if !b {
-			return f, errNothing
-		}
+func r4Evidence(o redgreen.Observation) (r4Obs, error) {
+	f, err := redgreen.EvidenceOf[r4Obs](o)
+	if err != nil {
+		return f, err
 	}
-	if f.app["first"][spiffeID("r4-probe")] != 1 {
-		return f, fmt.Errorf("the app saw the valid first request as %s, want the client once", toJSON(f.app["first"]))
+	if f.App["first"][spiffeID("r4-probe")] != 1 {
+		return f, fmt.Errorf("the app saw the valid first request as %s, want the client once", toJSON(f.App["first"]))
 	}
 	return f, nil
 }
@@ -169,18 +172,18 @@ func r4Facts(o redgreen.Observation) (r4Obs, error) {
 // checkDrift: the session resumes on the ticket and its 0-RTT request is
 // served, identity taken from the ticket before the handshake completes.
 func checkDrift(o redgreen.Observation) error {
-	f, err := r4Facts(o)
+	f, err := r4Evidence(o)
 	if err != nil {
 		return err
 	}
-	if !f.ticket {
+	if !f.Ticket {
 		return errors.New("the server issued no session ticket: resumption is not on")
 	}
-	if !f.resumed || !f.zeroRTT || f.inboundResumed != 1 {
-		return fmt.Errorf("the client did not resume with 0-RTT (resumed %v, 0-RTT %v, the inbound counted %v resumed handshakes)", f.resumed, f.zeroRTT, f.inboundResumed)
+	if !f.Resumed || !f.ZeroRTT || f.InboundResumed != 1 {
+		return fmt.Errorf("the client did not resume with 0-RTT (resumed %v, 0-RTT %v, the inbound counted %v resumed handshakes)", f.Resumed, f.ZeroRTT, f.InboundResumed)
 	}
-	if f.app["again"][spiffeID("r4-probe")] != 1 {
-		return fmt.Errorf("the app saw %s of the resumed 0-RTT request, want it once under the ticket's identity", toJSON(f.app["again"]))
+	if f.App["again"][spiffeID("r4-probe")] != 1 {
+		return fmt.Errorf("the app saw %s of the resumed 0-RTT request, want it once under the ticket's identity", toJSON(f.App["again"]))
 	}
 	return nil
 }
@@ -188,18 +191,18 @@ func checkDrift(o redgreen.Observation) error {
 // checkNoDrift: no ticket, so no resumption; after the revocation the
 // client is refused and the app sees nothing.
 func checkNoDrift(o redgreen.Observation) error {
-	f, err := r4Facts(o)
+	f, err := r4Evidence(o)
 	if err != nil {
 		return err
 	}
-	if f.ticket || f.resumed || f.zeroRTT || f.inboundResumed != 0 || f.revokedResumed {
-		return fmt.Errorf("a session was offered or resumed: ticket %v, resumed %v, 0-RTT %v, inbound resumed %v", f.ticket, f.resumed, f.zeroRTT, f.inboundResumed)
+	if f.Ticket || f.Resumed || f.ZeroRTT || f.InboundResumed != 0 || f.RevokedResumed {
+		return fmt.Errorf("a session was offered or resumed: ticket %v, resumed %v, 0-RTT %v, inbound resumed %v", f.Ticket, f.Resumed, f.ZeroRTT, f.InboundResumed)
 	}
-	if f.app["again"][spiffeID("r4-probe")] != 1 {
-		return fmt.Errorf("the valid client's full handshake was not served: app %s", toJSON(f.app["again"]))
+	if f.App["again"][spiffeID("r4-probe")] != 1 {
+		return fmt.Errorf("the valid client's full handshake was not served: app %s", toJSON(f.App["again"]))
 	}
-	if f.revokedErr == "" || len(f.app["revoked"]) != 0 || f.revokedDials < 1 || f.revokedRefused["peer_rejected"] != float64(f.revokedDials) || len(f.revokedRefused) != 1 {
-		return fmt.Errorf("the revoked client's %d handshakes were not each refused as peer_rejected with nothing served: %q, refused %s, app %s", f.revokedDials, f.revokedErr, toJSON(f.revokedRefused), toJSON(f.app["revoked"]))
+	if f.RevokedErr == "" || len(f.App["revoked"]) != 0 || f.RevokedDials < 1 || f.RevokedRefused["peer_rejected"] != float64(f.RevokedDials) || len(f.RevokedRefused) != 1 {
+		return fmt.Errorf("the revoked client's %d handshakes were not each refused as peer_rejected with nothing served: %q, refused %s, app %s", f.RevokedDials, f.RevokedErr, toJSON(f.RevokedRefused), toJSON(f.App["revoked"]))
 	}
 	return nil
 }
@@ -208,7 +211,7 @@ func checkNoDrift(o redgreen.Observation) error {
 // dir's last-good.json) with the config gates, reads every QUIC chain's
 // R4 fields, and looks in the agent's log for a control's pass.
 func r4Gate(ctx context.Context, r *rig, v variant) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "node-b's agent's published snapshot (last-good.json) under validate.Check, and its log", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "node-b's agent's published snapshot (last-good.json) under validate.Check, and its log"}
 	c, err := r.cluster(ctx, v)
 	if err != nil {
 		return obs, err
@@ -255,7 +258,7 @@ func r4Gate(ctx context.Context, r *rig, v variant) (redgreen.Observation, error
 			passed++
 		}
 	}
-	obs.Facts["quic_chains"], obs.Facts["gate_failures"], obs.Facts["log_gate_passes"] = fields, failures, passed
+	obs.Evidence = gateRun{QuicChains: fields, GateFailures: failures, LogGatePasses: passed}
 	obs.Summary = fmt.Sprintf("node-b's QUIC chains %s; gate failures %d %v; agent log lines of a control publishing past %s: %d", toJSON(fields), len(failures), firstOf(failures), validate.GateQuicR4, passed)
 	return obs, c.Check(ctx)
 }
@@ -267,14 +270,25 @@ func firstOf(s []string) []string {
 	return s
 }
 
-func gateFacts(o redgreen.Observation) (map[string]int, []string, int, error) {
-	fields, ok1 := o.Facts["quic_chains"].(map[string]int)
-	failures, ok2 := o.Facts["gate_failures"].([]string)
-	passes, ok3 := o.Facts["log_gate_passes"].(int)
-	if !ok1 || !ok2 || !ok3 || len(fields) == 0 {
+// gateRun is an R4 gate case's evidence: node-b's QUIC chains counted by
+// the R4 fields they state, the config gates' failures (gate: resource)
+// on the snapshot it published, and the agent's log lines of a control
+// publishing past quic_r4_pinned.
+type gateRun struct {
+	QuicChains    map[string]int `json:"quic_chains"`
+	GateFailures  []string       `json:"gate_failures"`
+	LogGatePasses int            `json:"log_gate_passes"`
+}
+
+func gateEvidence(o redgreen.Observation) (map[string]int, []string, int, error) {
+	ev, err := redgreen.EvidenceOf[gateRun](o)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if len(ev.QuicChains) == 0 {
 		return nil, nil, 0, errNothing
 	}
-	return fields, failures, passes, nil
+	return ev.QuicChains, ev.GateFailures, ev.LogGatePasses, nil
 }
 
 const r4False = "resumption=false early_data=false"
@@ -288,7 +302,7 @@ func stated(v *wrapperspb.BoolValue) string {
 }
 
 func checkGateRed(o redgreen.Observation) error {
-	fields, failures, passes, err := gateFacts(o)
+	fields, failures, passes, err := gateEvidence(o)
 	if err != nil {
 		return err
 	}
@@ -312,7 +326,7 @@ func checkGateRed(o redgreen.Observation) error {
 }
 
 func checkGateGreen(o redgreen.Observation) error {
-	fields, failures, passes, err := gateFacts(o)
+	fields, failures, passes, err := gateEvidence(o)
 	if err != nil {
 		return err
 	}

@@ -3,17 +3,18 @@ package mtlspool
 import (
 	"context"
 	"fmt"
-	"github.com/aether-mesh/aether/suites/cluster"
 	"sync"
 	"time"
 
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
+	"github.com/aether-mesh/aether/suites/cluster"
 )
 
 // unrotated calls api-0's inbound with an SVID of 3 s that nobody
 // rotates, before and after it expires.
 func unrotated(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "node-b's QUIC inbound (refusals by reason) and api-0's app record", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "node-b's QUIC inbound (refusals by reason) and api-0's app record"}
 	c, err := r.cluster(ctx, shipped)
 	if err != nil {
 		return obs, err
@@ -46,23 +47,32 @@ func unrotated(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["first_err"], obs.Facts["after_err"], obs.Facts["refused"], obs.Facts["after_handshakes"] = errString(ferr), errString(aerr), after.since(before).Refused, as.dials
-	obs.Facts["app_first"], obs.Facts["app_after"] = first, later
+	obs.Evidence = expiry{FirstErr: errString(ferr), AfterErr: errString(aerr), Refused: after.since(before).Refused, AfterHandshakes: as.dials,
+		AppFirst: first, AppAfter: later}
 	obs.Summary = fmt.Sprintf("before expiry: %s, the app saw %s; after: %s, api-0's inbound refused %s, the app saw %s",
 		orOK(ferr), toJSON(first), orOK(aerr), toJSON(after.since(before).Refused), toJSON(later))
 	return obs, c.Check(ctx)
 }
 
+// expiry is the unrotated-SVID case's evidence: the request's error
+// before the SVID expired and after, what api-0's inbound refused by
+// reason around the one after and the handshakes it took, and what
+// api-0's app saw of each by peer URI.
+type expiry struct {
+	FirstErr        string         `json:"first_err"`
+	AfterErr        string         `json:"after_err"`
+	Refused         counters       `json:"refused"`
+	AfterHandshakes int            `json:"after_handshakes"`
+	AppFirst        map[string]int `json:"app_first"`
+	AppAfter        map[string]int `json:"app_after"`
+}
+
 func checkUnrotated(o redgreen.Observation) error {
-	ferr, ok1 := o.Facts["first_err"].(string)
-	aerr, ok2 := o.Facts["after_err"].(string)
-	refused, ok3 := o.Facts["refused"].(counters)
-	first, ok4 := o.Facts["app_first"].(map[string]int)
-	later, ok5 := o.Facts["app_after"].(map[string]int)
-	dials, ok6 := o.Facts["after_handshakes"].(int)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
-		return errNothing
+	ev, err := redgreen.EvidenceOf[expiry](o)
+	if err != nil {
+		return err
 	}
+	ferr, aerr, refused, first, later, dials := ev.FirstErr, ev.AfterErr, ev.Refused, ev.AppFirst, ev.AppAfter, ev.AfterHandshakes
 	if ferr != "" || first[spiffeID("unrotated-probe")] != 1 {
 		return fmt.Errorf("the SVID was not served before it expired (%q, app %s): nothing to compare", ferr, toJSON(first))
 	}
@@ -79,7 +89,7 @@ func checkUnrotated(o redgreen.Observation) error {
 // of the suite's client to api-0 every half second watches for a new
 // server certificate; it stops a second after one is seen.
 func rotation(ctx context.Context, r *rig) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: "api-0's app record (every request under its source's ID), node-b's QUIC inbound refusals, the certificate api-0 presents to new connections of the suite's client", Facts: map[string]any{}}
+	obs := redgreen.Observation{Witness: "api-0's app record (every request under its source's ID), node-b's QUIC inbound refusals, the certificate api-0 presents to new connections of the suite's client"}
 	c, err := r.cluster(ctx, shipped)
 	if err != nil {
 		return obs, err
@@ -106,20 +116,27 @@ func rotation(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		s1      = s0
 		werr    error
 	)
-	deadline := time.Now().Add(svidTTL + 4*time.Second)
-	for i := 1; time.Now().Before(deadline); i++ {
-		time.Sleep(500 * time.Millisecond)
-		s, err := p.get(ctx, fmt.Sprintf("/rotation-watch/%d", i), false)
+	// A failed watch ends the watch and is recorded; the load's answers
+	// are still read, and the check finds no new certificate.
+	_, err = wait.Until(ctx, svidTTL+4*time.Second, 500*time.Millisecond, func() (bool, error) {
+		s, err := p.get(ctx, fmt.Sprintf("/rotation-watch/%d", len(serials)+1), false)
 		if err != nil {
 			werr = err
-			break
+			return true, nil
 		}
 		serials = append(serials, s.serial)
 		if s.serial != s0.serial {
 			s1 = s
-			time.Sleep(time.Second)
-			break
+			return true, nil
 		}
+		return false, nil
+	})
+	if err != nil && werr == nil {
+		werr = err
+	}
+	if s1.serial != s0.serial {
+		// A pace, not a wait: the load runs on a second past the new certificate.
+		time.Sleep(time.Second)
 	}
 	close(stop)
 	sent, codes := load()
@@ -131,8 +148,8 @@ func rotation(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.Facts["sent"], obs.Facts["codes"], obs.Facts["app_xfcc"], obs.Facts["refused"] = sent, codes, xfcc, after.since(before).Refused
-	obs.Facts["serial_before"], obs.Facts["serial_after"], obs.Facts["not_before_moved"], obs.Facts["watch_err"] = s0.serial, s1.serial, s1.notBefore.After(s0.notBefore), errString(werr)
+	obs.Evidence = rotated{Sent: sent, Codes: codes, AppXFCC: xfcc, Refused: after.since(before).Refused,
+		SerialBefore: s0.serial, SerialAfter: s1.serial, NotBeforeMoved: s1.notBefore.After(s0.notBefore), WatchErr: errString(werr)}
 	obs.Summary = fmt.Sprintf("sent %s, answered %v; the app saw %s; api-0's inbound refused %s; api-0's certificate serial %s (NotBefore %s) → %s (NotBefore %s) after %d new connections",
 		toJSON(sent), codes, toJSON(xfcc), toJSON(after.since(before).Refused), s0.serial, s0.notBefore.Format(time.TimeOnly), s1.serial, s1.notBefore.Format(time.TimeOnly), len(serials))
 	return obs, c.Check(ctx)
@@ -172,6 +189,7 @@ func meshLoad(ctx context.Context, c cluster.Cluster, svc, tag string, stop <-ch
 				sent[name]++
 				codes[code]++
 				mu.Unlock()
+				// A pace, not a wait: steady traffic, not a flood.
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
@@ -182,15 +200,30 @@ func meshLoad(ctx context.Context, c cluster.Cluster, svc, tag string, stop <-ch
 	}
 }
 
+// rotated is the rotation case's evidence: the requests each source pod
+// sent across the rotation and their answers by status, what api-0's app
+// saw by peer URI and its inbound refused by reason meanwhile, the serial
+// of api-0's certificate before and after, whether its NotBefore moved
+// later, and the watch's error, if it failed.
+type rotated struct {
+	Sent           map[string]int `json:"sent"`
+	Codes          map[int]int    `json:"codes"`
+	AppXFCC        map[string]int `json:"app_xfcc"`
+	Refused        counters       `json:"refused"`
+	SerialBefore   string         `json:"serial_before"`
+	SerialAfter    string         `json:"serial_after"`
+	NotBeforeMoved bool           `json:"not_before_moved"`
+	WatchErr       string         `json:"watch_err"`
+}
+
 func checkRotation(o redgreen.Observation) error {
-	sent, ok1 := o.Facts["sent"].(map[string]int)
-	codes, ok2 := o.Facts["codes"].(map[int]int)
-	xfcc, ok3 := o.Facts["app_xfcc"].(map[string]int)
-	refused, ok4 := o.Facts["refused"].(counters)
-	before, ok5 := o.Facts["serial_before"].(string)
-	after, ok6 := o.Facts["serial_after"].(string)
-	moved, ok7 := o.Facts["not_before_moved"].(bool)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || len(sent) != 2 {
+	ev, err := redgreen.EvidenceOf[rotated](o)
+	if err != nil {
+		return err
+	}
+	sent, codes, xfcc, refused := ev.Sent, ev.Codes, ev.AppXFCC, ev.Refused
+	before, after, moved := ev.SerialBefore, ev.SerialAfter, ev.NotBeforeMoved
+	if len(sent) != 2 {
 		return errNothing
 	}
 	if before == after || !moved {

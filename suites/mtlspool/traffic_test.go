@@ -23,6 +23,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/constants"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/node"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -165,18 +166,21 @@ func (b inboundView) since(a inboundView) inboundView {
 	return d
 }
 
-// settled reads the inbound until two reads a short while apart agree:
-// the proxy counts a refusal once the handshake ends.
+// settled reads the inbound until two reads a short while apart agree,
+// or 3 s pass, and returns what it read last: the proxy counts a refusal
+// once the handshake ends.
 func settled(ctx context.Context, c cluster.Cluster, nodeName, pod string) (inboundView, error) {
-	last, err := readInbound(ctx, c, nodeName, pod)
-	for i := 0; err == nil && i < 20; i++ {
-		time.Sleep(150 * time.Millisecond)
-		var v inboundView
-		if v, err = readInbound(ctx, c, nodeName, pod); err == nil && toJSON(v) == toJSON(last) {
-			return v, nil
+	var last inboundView
+	reads := 0
+	_, err := wait.Until(ctx, 3*time.Second, 150*time.Millisecond, func() (bool, error) {
+		v, err := readInbound(ctx, c, nodeName, pod)
+		if err != nil {
+			return false, fmt.Errorf("%s's QUIC inbound on %s: %w", pod, nodeName, err)
 		}
-		last = v
-	}
+		agree := reads > 0 && toJSON(v) == toJSON(last)
+		last, reads = v, reads+1
+		return agree, nil
+	})
 	return last, err
 }
 
@@ -250,24 +254,31 @@ func waitListeners(ctx context.Context, c cluster.Cluster, handshakesFail bool) 
 		"node-a": {xdsnames.OutboundListener(namespace, "web-0"), xdsnames.OutboundListener(namespace, "batch-0")},
 		"node-b": {xdsnames.QuicInboundListener(namespace, "api-0"), xdsnames.QuicInboundListener(namespace, "cart-0")},
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	var last error
-	for time.Now().Before(deadline) {
-		last = cluster.ListenersServed(ctx, c, want)
-		if last == nil {
-			codes, err := sendFrom(ctx, c, "api", "warmup", 1, "batch-0")
-			switch {
-			case err != nil:
-				last = err
-			case codes[http.StatusOK] == 1 || handshakesFail && codes[http.StatusServiceUnavailable] == 1:
-				return nil
-			default:
-				last = fmt.Errorf("warm-up answered %v", codes)
-			}
+	// A listener not served yet or a failed warm-up is what the path not
+	// being up looks like: it is kept as the reason, and the wait goes on.
+	up, err := wait.Until(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, error) {
+		if last = cluster.ListenersServed(ctx, c, want); last != nil {
+			return false, nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		codes, err := sendFrom(ctx, c, "api", "warmup", 1, "batch-0")
+		switch {
+		case err != nil:
+			last = err
+		case codes[http.StatusOK] == 1 || handshakesFail && codes[http.StatusServiceUnavailable] == 1:
+			return true, nil
+		default:
+			last = fmt.Errorf("warm-up answered %v", codes)
+		}
+		return false, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for the east-west path (last seen: %v): %w", last, err)
+	case !up:
+		return fmt.Errorf("the east-west path did not come up in 60 s: %w", last)
 	}
-	return fmt.Errorf("the east-west path did not come up in 60 s: %w", last)
+	return nil
 }
 
 func toJSON(v any) string {

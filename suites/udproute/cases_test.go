@@ -13,6 +13,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/registry"
 	"github.com/aether-mesh/aether/rigs/node"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 	"sigs.k8s.io/yaml"
 )
@@ -715,8 +716,11 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	// Let the session establish before the change.
-	time.Sleep(300 * time.Millisecond)
+	// The session is established once a reply came back through it.
+	if ok, err := wait.Until(ctx, 5*time.Second, 20*time.Millisecond, func() (bool, error) { return f.replied() > 0, nil }); !ok {
+		_, _ = f.finish()
+		return obs, fmt.Errorf("the flow to svc-a had no reply within 5s, so no session was up before the change: %v", err)
+	}
 	var newSvc registry.ScenarioService
 	var newRoute registry.ScenarioUDPRoute
 	uerr := errors.Join(
@@ -756,7 +760,7 @@ func runAddRemove(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		s20, uerr = sendUDP(ctx, c, ip20, l4, "live-removed", 10)
 		replyTimeout = saved
 	}
-	// Keep the flow going a little past the change.
+	// Pacing, not a wait: the flow runs a little past the change.
 	time.Sleep(300 * time.Millisecond)
 	fs, ferr := f.finish()
 	if uerr != nil {

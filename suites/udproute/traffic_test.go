@@ -251,6 +251,13 @@ func (f *flow) drain(conn net.Conn, buf []byte) {
 	}
 }
 
+// replied is how many replies the flow has had so far.
+func (f *flow) replied() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent.replied()
+}
+
 func (f *flow) finish() (sent, error) {
 	close(f.stop)
 	f.wg.Wait()

@@ -73,6 +73,9 @@ type Config struct {
 	Services []Service
 	// QUIC is the UDP listener's bounds; zero is DefaultQUICBounds.
 	QUIC xdsext.QUICPassthrough
+	// FirstServiceOnly forwards every chain to the first service's
+	// cluster: the agent's GatewayFirstService control.
+	FirstServiceOnly bool
 }
 
 // Resources are the gateway's listeners, clusters and load assignments.
@@ -87,7 +90,11 @@ func Resources(c Config) (map[resource.Type][]types.Resource, error) {
 	chains := make([]*listenerv3.FilterChain, 0, len(c.Services))
 	for _, s := range c.Services {
 		name := xdsnames.GatewayCluster(s.Name, s.Namespace)
-		fc, err := chain(name, xdsnames.SNI(s.Port, s.Name, s.Namespace, c.Domain))
+		to := name
+		if c.FirstServiceOnly {
+			to = xdsnames.GatewayCluster(c.Services[0].Name, c.Services[0].Namespace)
+		}
+		fc, err := chain(to, xdsnames.SNI(s.Port, s.Name, s.Namespace, c.Domain))
 		if err != nil {
 			return nil, err
 		}

@@ -34,6 +34,11 @@ const (
 	// GateGatewayBounds: the QUIC passthrough's bounds are all stated and
 	// positive.
 	GateGatewayBounds = "gateway_bounds"
+	// GateGatewayChainRoutes: each chain forwards the server name it
+	// matches, <port>.<svc>.<ns>.<mesh-domain>, to that service's own
+	// gateway:<svc>.<ns> cluster. A chain sending one service's SNI to
+	// another's pods delivers a client to a destination it did not name.
+	GateGatewayChainRoutes = "gateway_chain_routes_own_service"
 )
 
 type gatewayListeners struct {
@@ -78,12 +83,12 @@ func (c *checker) gateways() {
 		if g.tcp != nil {
 			c.gatewayAddress(g.tcp, core.SocketAddress_TCP)
 			c.gatewayTCPFilters(g.tcp)
-			routes[0] = c.gatewayChains(g.tcp)
+			routes[0] = c.gatewayChains(g.tcp, true)
 		}
 		if g.udp != nil {
 			c.gatewayAddress(g.udp, core.SocketAddress_UDP)
 			c.gatewayUDPFilter(g.udp)
-			routes[1] = c.gatewayChains(g.udp)
+			routes[1] = c.gatewayChains(g.udp, false)
 		}
 		if g.tcp != nil && g.udp != nil {
 			ta, ua := g.tcp.GetAddress().GetSocketAddress().GetAddress(), g.udp.GetAddress().GetSocketAddress().GetAddress()
@@ -148,9 +153,10 @@ func (c *checker) gatewayUDPFilter(l *listener.Listener) {
 	}
 }
 
-// gatewayChains checks one listener's server names and returns its
-// server name → cluster map.
-func (c *checker) gatewayChains(l *listener.Listener) map[string]string {
+// gatewayChains checks one listener's server names (and, on TCP, that
+// each chain forwards to the service it names) and returns its server
+// name → cluster map.
+func (c *checker) gatewayChains(l *listener.Listener, tcp bool) map[string]string {
 	name := "Listener " + l.GetName()
 	routes := map[string]string{}
 	owner := map[string]int{}
@@ -174,9 +180,24 @@ func (c *checker) gatewayChains(l *listener.Listener) map[string]string {
 			}
 			owner[k] = i
 			routes[k] = cluster
+			// The UDP chains are held to the TCP ones by gateway_listener.
+			if tcp && !routesOwnService(k, cluster) {
+				c.fail(GateGatewayChainRoutes, name, "filter_chains[%d] (%q) forwards server name %q to %q, not to the cluster of the service it names", i, fc.GetName(), sn, cluster)
+			}
 		}
 	}
 	return routes
+}
+
+// routesOwnService reports whether cluster is gateway:<svc>.<ns> for the
+// server name <port>.<svc>.<ns>.<mesh-domain>.
+func routesOwnService(serverName, cluster string) bool {
+	svc, ok := strings.CutPrefix(cluster, xdsnames.GatewayClusterPrefix)
+	if !ok {
+		return false
+	}
+	_, rest, ok := strings.Cut(serverName, ".")
+	return ok && strings.HasPrefix(rest, strings.ToLower(svc)+".")
 }
 
 func diffRoutes(tcp, udp map[string]string) []string {

@@ -119,6 +119,15 @@ func TestGatewayGates(t *testing.T) {
 			}
 			gwListener(t, r, udpName).FilterChains[0].Filters[0].ConfigType = &listener.Filter_TypedConfig{TypedConfig: tp}
 		}, validate.GateGatewayListener, 1, []string{`routed to "gateway:dst-a.demo" on TCP, to "gateway:dst-b.demo" on UDP`}},
+		{"a chain forwards another service's SNI", func(t *testing.T, r validate.Resources) {
+			tp, err := anypb.New(&tcpproxy.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: "gateway:dst-b.demo"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []string{tcpName, udpName} {
+				gwListener(t, r, n).FilterChains[0].Filters[0].ConfigType = &listener.Filter_TypedConfig{TypedConfig: tp}
+			}
+		}, validate.GateGatewayChainRoutes, 1, []string{`forwards server name "8080.dst-a.demo.mesh.test" to "gateway:dst-b.demo"`}},
 		{"addresses differ", func(t *testing.T, r validate.Resources) {
 			gwListener(t, r, udpName).Address.GetSocketAddress().Address = "172.30.0.11"
 		}, validate.GateGatewayListener, 1, []string{"the gateway has one address"}},

@@ -27,6 +27,7 @@ type controlFlags struct {
 	unanswered, sharedEDS                       *bool
 	pruneUnfetched, dropOnRemoval               *bool
 	perDownstream, resumption, noSANs, wildcard *bool
+	gatewayFirst                                *bool
 }
 
 func (f *controlFlags) register() {
@@ -42,6 +43,7 @@ func (f *controlFlags) register() {
 	f.resumption = flag.Bool("test-only-quic-resumption", false, "TEST ONLY: QUIC chains state enable_resumption and enable_early_data true, past the quic_r4_pinned gate (R4)")
 	f.extraRoots = flag.String("test-only-extra-roots", "", "TEST ONLY: also trust the roots in this PEM file for the mesh's trust domain, re-read when it changes (emptying it revokes what they signed)")
 	f.wildcard = flag.Bool("test-only-quic-inbound-wildcard", false, "TEST ONLY: QUIC inbounds bind 0.0.0.0 with IP_TRANSPARENT, so a pod's own dial of a peer's 18008 lands in its own inbound")
+	f.gatewayFirst = flag.Bool("test-only-gateway-first-service", false, "TEST ONLY: the east-west gateway forwards every exposed service's SNI to the first exposed service's pods, past the gateway_chain_routes_own_service gate")
 	f.noSANs = flag.Bool("test-only-svid-omit-dns-sans", false, "TEST ONLY: issue SVIDs without their DNS SANs (Q5: twins' name checks fail)")
 }
 
@@ -79,4 +81,5 @@ func (f *controlFlags) apply(c *agent.Controls) {
 	c.QUICResumption = *f.resumption
 	c.OmitDNSSANs = *f.noSANs
 	c.QUICInboundWildcard = *f.wildcard
+	c.GatewayFirstService = *f.gatewayFirst
 }

@@ -17,6 +17,7 @@ import (
 var testOnlyFlags = []string{
 	"test-only-drop-pair-on-removal",
 	"test-only-extra-roots",
+	"test-only-gateway-first-service",
 	"test-only-prune-unfetched-since-start",
 	"test-only-quic-inbound-wildcard",
 	"test-only-quic-resumption",

@@ -91,6 +91,7 @@ type config struct {
 	listen                                                listFlag
 	remoteExports                                         listFlag
 	mt                                                    mtlsFlags
+	fed                                                   federationFlags
 	pf                                                    pairFlags
 	ctl                                                   controlFlags
 }
@@ -109,6 +110,7 @@ func parseFlags() *config {
 		verbose:      flag.Bool("v", false, "debug logging"),
 	}
 	c.mt.register()
+	c.fed.register()
 	c.pf.register()
 	c.ctl.register()
 	flag.Var(&c.listen, "listen", "xDS listen address, unix:///path or 127.0.0.1:port; repeatable")
@@ -164,9 +166,11 @@ func (c *config) source() (registry.Source, error) {
 }
 
 // jobs are what runs beside the agent, each nil when off: the SVID
-// rotator of the mTLS path, and the extra-roots control.
+// rotator of the mTLS path, federation's bundle endpoint and fetcher, and
+// the extra-roots control.
 type jobs struct {
 	rotated *identity.Rotator
+	fed     federationJobs
 	roots   *extraRoots
 }
 
@@ -178,6 +182,9 @@ func (c *config) options(cm constants.CaptureMode, logger *slog.Logger, reg *pro
 	var j jobs
 	var err error
 	if j.rotated, err = c.mt.apply(&opts); err != nil {
+		return opts, j, err
+	}
+	if j.fed, err = c.fed.apply(&opts, c.mt.ca, *c.mt.svidTTL, reg, logger); err != nil {
 		return opts, j, err
 	}
 	if err := c.pf.apply(&opts); err != nil {
@@ -216,7 +223,7 @@ func serve(ctx context.Context, c *config, a *agent.Agent, src registry.Source, 
 		return err
 	}
 	gs := a.NewGRPCServer(ctx)
-	errc := make(chan error, len(lis)+3)
+	errc := make(chan error, len(lis)+4)
 	for _, l := range lis {
 		logger.Info("serving delta ADS", "node", *c.node, "addr", l.Addr().String())
 		go func(l net.Listener) { errc <- gs.Serve(l) }(l)
@@ -242,6 +249,10 @@ func serve(ctx context.Context, c *config, a *agent.Agent, src registry.Source, 
 		src = registry.WithExports(src, c.remoteExports, 0)
 	}
 	src = warnUnknownNode(src, *c.node, logger)
+	if err := j.fed.run(ctx, errc, logger); err != nil {
+		gs.Stop()
+		return err
+	}
 	go func() { errc <- a.Run(ctx, src) }()
 	if j.roots != nil {
 		go j.roots.watch(ctx)

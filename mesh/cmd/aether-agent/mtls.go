@@ -18,6 +18,8 @@ import (
 type mtlsFlags struct {
 	trustDomain, meshDomain, caDir, accessLogDir, upstreamCert *string
 	svidTTL                                                    *time.Duration
+	// ca is the embedded CA once apply made the path; nil when off.
+	ca *identity.CA
 }
 
 func (f *mtlsFlags) register() {
@@ -67,5 +69,6 @@ func (f *mtlsFlags) apply(opts *agent.Options) (*identity.Rotator, error) {
 		AccessLog: filepath.Join(*f.accessLogDir, "access-"+opts.Node+".log"),
 	}
 	opts.Issuer = rot
+	f.ca = ca
 	return rot, nil
 }

@@ -1,9 +1,21 @@
 package tcp
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
+
+// activity is an idler the test moves by hand: when a byte last moved,
+// on the manual clock.
+type activity struct {
+	now  func() time.Time
+	last atomic.Int64
+}
+
+func (a *activity) touch() { a.last.Store(a.now().UnixNano()) }
+
+func (a *activity) since() time.Duration { return a.now().Sub(time.Unix(0, a.last.Load())) }
 
 // manual is a clock whose one timer fires only when the test says so.
 type manual struct {

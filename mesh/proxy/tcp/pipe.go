@@ -1,12 +1,11 @@
 package tcp
 
 import (
-	"errors"
-	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pipe copies both ways until both directions are done. A FIN from one
@@ -14,11 +13,16 @@ import (
 // keeps flowing, as Envoy's tcp_proxy half-closes; an error either way (a
 // reset, a write to a closed peer) closes both, as does idle, the
 // tcp_proxy idle_timeout (zero: none).
+//
+// Each direction is TCPConn.ReadFrom between the two sockets, which Linux
+// serves with splice(2): the bytes move socket to pipe to socket inside
+// the kernel, never copied through the proxy's memory, and the proxy wakes
+// once per splice instead of once per read and write. So the idle timeout
+// cannot be told of each byte; it asks the kernel instead (kernelActivity).
 func (l *Listener) pipe(down, up *net.TCPConn, idle time.Duration) {
 	abort := sync.OnceFunc(func() { _ = down.Close(); _ = up.Close() })
-	act := &activity{now: l.clock.now}
-	act.touch()
 	if idle > 0 {
+		act := kernelActivity{conns: [2]*net.TCPConn{down, up}}
 		w := watchIdle(l.clock, act, idle, func() { l.stats.IdleTimeouts.Inc(); abort() })
 		defer w.stop()
 	}
@@ -31,53 +35,57 @@ func (l *Listener) pipe(down, up *net.TCPConn, idle time.Duration) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		n, err := copyConn(up, down, act)
+		n, err := up.ReadFrom(down)
 		l.stats.BytesUp.Add(float64(n))
 		finish(up, err)
 	})
-	n, err := copyConn(down, up, act)
+	n, err := down.ReadFrom(up)
 	l.stats.BytesDown.Add(float64(n))
 	finish(down, err)
 	wg.Wait()
 }
 
-var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// idler says how long nothing has moved.
+type idler interface{ since() time.Duration }
 
-// copyConn copies src to dst until src's EOF (nil error) or an error,
-// marking activity at every read and write.
-func copyConn(dst, src *net.TCPConn, act *activity) (int64, error) {
-	bp := bufs.Get().(*[]byte)
-	defer bufs.Put(bp)
-	var n int64
-	for {
-		r, rerr := src.Read(*bp)
-		if r > 0 {
-			act.touch()
-			w, werr := dst.Write((*bp)[:r])
-			n += int64(w)
-			if werr != nil {
-				return n, werr
-			}
-			act.touch()
+// kernelActivity is how long both sockets of a pipe have received no data,
+// from the kernel's own record (TCP_INFO's tcpi_last_data_recv, in ms):
+// every byte the pipe moves is first received by one of them, so this is
+// the time since the last byte moved either way, splice or not.
+type kernelActivity struct{ conns [2]*net.TCPConn }
+
+func (k kernelActivity) since() time.Duration {
+	least := time.Duration(-1)
+	for _, c := range k.conns {
+		d, err := lastDataRecv(c)
+		if err != nil {
+			// A socket closed under the watch: its pipe is ending, and
+			// the other socket's record decides.
+			continue
 		}
-		if errors.Is(rerr, io.EOF) {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
+		if least < 0 || d < least {
+			least = d
 		}
 	}
+	return max(least, 0)
 }
 
-// activity is when a byte last moved either way.
-type activity struct {
-	now  func() time.Time
-	last atomic.Int64
+// lastDataRecv is the time since c last received data.
+func lastDataRecv(c *net.TCPConn) (time.Duration, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var info *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		return 0, err
+	}
+	if gerr != nil {
+		return 0, gerr
+	}
+	return time.Duration(info.Last_data_recv) * time.Millisecond, nil
 }
-
-func (a *activity) touch() { a.last.Store(a.now().UnixNano()) }
-
-func (a *activity) since() time.Duration { return a.now().Sub(time.Unix(0, a.last.Load())) }
 
 // idleWatch fires expire once activity has been still for idle. Its timer
 // fires at most once per idle window: when bytes moved meanwhile it re-arms
@@ -88,7 +96,7 @@ type idleWatch struct {
 	stopped bool
 }
 
-func watchIdle(clk clock, act *activity, idle time.Duration, expire func()) *idleWatch {
+func watchIdle(clk clock, act idler, idle time.Duration, expire func()) *idleWatch {
 	w := &idleWatch{}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -236,3 +236,36 @@ func TestAcceptErrorsAreCountedAndBackOff(t *testing.T) {
 		}
 	})
 }
+
+// A connection that trickles keeps its upstream past several idle
+// windows: the bytes move by splice, unseen by the proxy, and the idle
+// timeout reads the kernel's record of the last data each socket
+// received. Reading only the proxy's own activity, it closed this
+// connection at its first window.
+func TestTrickleOutlivesTheIdleTimeout(t *testing.T) {
+	got := make(chan int, 1)
+	cs := backend(t, func(c *net.TCPConn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		n, _ := io.Copy(io.Discard, c)
+		got <- int(n)
+	})
+	const idle = 300 * time.Millisecond
+	l, m := listen(t, spec(idle), cs)
+	c := dial(t, l)
+	const sends = 12 // 12 x 100 ms: four idle windows
+	for range sends {
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatalf("write after %s of trickle: %v", idle, err)
+		}
+		time.Sleep(idle / 3) // the trickle's pace, a third of the window
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-got; n != sends {
+		t.Fatalf("the backend read %d bytes to EOF, want %d: the trickle was cut", n, sends)
+	}
+	if v := value(t, m, "aether_proxy_tcp_idle_timeouts_total"); v != 0 {
+		t.Fatalf("idle timeouts %v on a connection that moved a byte every %s", v, idle/3)
+	}
+}

@@ -45,7 +45,7 @@ func TestLinesArriveAsCasesFinish(t *testing.T) {
 	}
 	observe := func(what string) func(context.Context) (redgreen.Observation, error) {
 		return func(context.Context) (redgreen.Observation, error) {
-			return redgreen.Observation{Summary: what, Witness: "the backends", Facts: map[string]any{"saw": what}}, nil
+			return redgreen.Observation{Summary: what, Witness: "the backends", Evidence: saw{what}}, nil
 		}
 	}
 	var seen []string
@@ -302,4 +302,9 @@ func TestStartLineShowsWhatRuns(t *testing.T) {
 			t.Errorf("shown(%q) = %q, want %q", tc.argv, got, tc.want)
 		}
 	}
+}
+
+// saw is the test suites' evidence: what their one case saw.
+type saw struct {
+	Saw string `json:"saw"`
 }

@@ -422,7 +422,7 @@ func TestPartialSuiteIsRefused(t *testing.T) {
 	t.Setenv(results.EnvDirty, "false")
 	obs := func(s string) func(context.Context) (redgreen.Observation, error) {
 		return func(context.Context) (redgreen.Observation, error) {
-			return redgreen.Observation{Summary: s, Witness: "the backends", Facts: map[string]any{"saw": s}}, nil
+			return redgreen.Observation{Summary: s, Witness: "the backends", Evidence: saw{s}}, nil
 		}
 	}
 	ok := func(redgreen.Observation) error { return nil }

@@ -32,6 +32,11 @@ type MultiConfig struct {
 	RunDir string
 	Bin    Binaries
 	Logf   func(format string, args ...any)
+	// Unfederated leaves out the bundle exchange: each cluster's agents
+	// trust their own CA alone (a control). Otherwise every agent serves
+	// its cluster's SPIFFE bundle on BundleEndpointPort and federates with
+	// every other cluster's, fetched from that cluster's gateway address.
+	Unfederated bool
 	// AgentArgs, when set, gives extra flags to cluster's agents, after
 	// the rig's own (its --trust-domain, --mesh-domain, --ca-dir,
 	// --access-log-dir and one --remote-export per other cluster's
@@ -166,6 +171,17 @@ func UpClusters(ctx context.Context, cfg MultiConfig) (m *Multi, err error) {
 			return m, err
 		}
 	}
+	// Every cluster's CA exists before any agent starts: each cluster's
+	// agents are handed the others' bundles to authenticate their bundle
+	// endpoints until the first fetch.
+	bundles := make([]string, len(planned))
+	if cfg.Mode != NoMesh {
+		for i := range planned {
+			if bundles[i], err = clusterCA(&planned[i], dirs[i]); err != nil {
+				return m, err
+			}
+		}
+	}
 	if m.wan, err = newWAN("m" + strconv.Itoa(int(multiSeq.Add(1))) + "~wan"); err != nil {
 		return m, err
 	}
@@ -186,6 +202,9 @@ func UpClusters(ctx context.Context, cfg MultiConfig) (m *Multi, err error) {
 		if cfg.Mode != NoMesh {
 			if cc.AgentArgs, err = clusterAgentArgs(pc, dirs[i], remotes); err != nil {
 				return m, err
+			}
+			if !cfg.Unfederated {
+				cc.AgentArgs = append(cc.AgentArgs, federationArgs(planned, bundles, i)...)
 			}
 			if cfg.AgentArgs != nil {
 				cc.AgentArgs = append(cc.AgentArgs, cfg.AgentArgs(pc.Name)...)
@@ -216,9 +235,6 @@ func UpClusters(ctx context.Context, cfg MultiConfig) (m *Multi, err error) {
 // in its run dir, and the other clusters' exports.
 func clusterAgentArgs(pc *plannedCluster, dir string, remotes []string) ([]string, error) {
 	ca := filepath.Join(dir, "ca")
-	if _, err := identity.LoadOrCreateCA(ca, identity.CAConfig{TrustDomain: pc.TrustDomain, MeshDomain: pc.MeshDomain}); err != nil {
-		return nil, fmt.Errorf("cluster %q: its CA in %s: %w", pc.Name, ca, err)
-	}
 	access := filepath.Join(dir, "access")
 	if err := os.MkdirAll(access, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster %q: failed to create its access log dir: %w", pc.Name, err)
@@ -228,6 +244,53 @@ func clusterAgentArgs(pc *plannedCluster, dir string, remotes []string) ([]strin
 		args = append(args, "--remote-export", r)
 	}
 	return args, nil
+}
+
+// BundleEndpointPort is where every agent of a multi-cluster run serves its
+// cluster's SPIFFE bundle (aether-agent --bundle-endpoint, on all of its
+// node's addresses): the other clusters fetch it at the gateway's address
+// on the shared network, the one of the cluster's nodes they can reach.
+const BundleEndpointPort = 15443
+
+// bundleRefreshHint is what the rig's bundle endpoints advertise: short,
+// so a rotation crosses within a case, and the fetchers' own floor (5 s)
+// still bounds the load.
+const bundleRefreshHint = "5s"
+
+// clusterCA makes (or loads) the cluster's own CA under dir/ca and writes
+// its bundle, certificates only, to dir/bundle.pem, the file the other
+// clusters' agents are handed; it returns that file's path.
+func clusterCA(pc *plannedCluster, dir string) (string, error) {
+	ca, err := identity.LoadOrCreateCA(filepath.Join(dir, "ca"), identity.CAConfig{TrustDomain: pc.TrustDomain, MeshDomain: pc.MeshDomain})
+	if err != nil {
+		return "", fmt.Errorf("cluster %q: its CA in %s: %w", pc.Name, filepath.Join(dir, "ca"), err)
+	}
+	pem, err := ca.Bundle().Marshal()
+	if err != nil {
+		return "", fmt.Errorf("cluster %q: its bundle: %w", pc.Name, err)
+	}
+	path := filepath.Join(dir, "bundle.pem")
+	if err := os.WriteFile(path, pem, 0o644); err != nil {
+		return "", fmt.Errorf("cluster %q: failed to write its bundle: %w", pc.Name, err)
+	}
+	return path, nil
+}
+
+// federationArgs are cluster i's agents' federation flags: serve the
+// cluster's bundle, and federate with every other cluster that has a
+// gateway, at its bundle endpoint behind the gateway's address, bootstrapped
+// from its bundle file.
+func federationArgs(planned []plannedCluster, bundles []string, i int) []string {
+	args := []string{"--bundle-endpoint", netip.AddrPortFrom(netip.IPv4Unspecified(), BundleEndpointPort).String(),
+		"--bundle-refresh-hint", bundleRefreshHint}
+	for j := range planned {
+		if j == i || !planned[j].gateway.IsValid() {
+			continue
+		}
+		url := "https://" + netip.AddrPortFrom(planned[j].gateway, BundleEndpointPort).String() + "/"
+		args = append(args, "--federate", planned[j].TrustDomain+"="+url, "--federate-bundle", planned[j].TrustDomain+"="+bundles[j])
+	}
+	return args
 }
 
 // Clusters returns the clusters in file order.

@@ -19,6 +19,9 @@ type MultiConfig struct {
 	// RunDir keeps each cluster's logs and records, RunDir/<name>.
 	RunDir string
 	Logf   func(format string, args ...any)
+	// Unfederated leaves out the bundle exchange between the clusters
+	// (a control): each trusts its own CA alone.
+	Unfederated bool
 	// AgentArgs, when set, are cluster's extra aether-agent flags (the
 	// federation's, a control's switch), after the provider's own mTLS
 	// flags and remote exports.
@@ -60,7 +63,7 @@ type Multi interface {
 // the gateways on a shared bridge namespace.
 func (p NetnsProvider) UpClusters(ctx context.Context, cfg MultiConfig) (Multi, error) {
 	m, err := node.UpClusters(ctx, node.MultiConfig{Clusters: cfg.Clusters, Mode: cfg.Mode, RunDir: cfg.RunDir,
-		Bin: p.Bin, Logf: cfg.Logf, AgentArgs: cfg.AgentArgs})
+		Bin: p.Bin, Logf: cfg.Logf, AgentArgs: cfg.AgentArgs, Unfederated: cfg.Unfederated})
 	if err != nil {
 		return nil, err
 	}

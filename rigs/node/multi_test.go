@@ -377,3 +377,81 @@ func TestClustersWithTheMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// envCrashingMulti makes the test binary bring up the multi-cluster
+// fixture in the given run dir, say so in a file there, and wait to be
+// killed: a run that crashes without tearing down.
+const envCrashingMulti = "AETHER_NODE_TEST_CRASHING_MULTI"
+
+func crashingMulti(dir string) {
+	if _, err := UpClusters(context.Background(), MultiConfig{Clusters: multiFixture, Mode: NoMesh, RunDir: dir}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "up"), nil, 0o644); err != nil {
+		os.Exit(1)
+	}
+	select {}
+}
+
+// A multi-cluster run killed before its teardown leaves namespaces owned
+// by a dead process, the shared network's among them; the next run's
+// sweep removes every one.
+func TestSweepRemovesACrashedMultiClusterRun(t *testing.T) {
+	privileged.Require(t)
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), envCrashingMulti+"="+dir)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() { _ = cmd.Process.Kill(); <-done }()
+	err := poll(context.Background(), 60*time.Second, func() (bool, error) {
+		select {
+		case <-done:
+			return false, fmt.Errorf("the crashing run exited before it was up:\n%s", out)
+		default:
+		}
+		_, err := os.Stat(filepath.Join(dir, "up"))
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	prefix := netns.Prefix + strconv.Itoa(pid) + "-"
+	names, err := netns.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var theirs []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			theirs = append(theirs, n)
+		}
+	}
+	// Two bridges, four nodes, six pods and the shared network.
+	if len(theirs) != 13 || !slices.ContainsFunc(theirs, func(n string) bool { return strings.HasSuffix(n, "~wan") }) {
+		t.Fatalf("the crashed run's namespaces %v, want 13 with the shared network's", theirs)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	swept, err := netns.Sweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range theirs {
+		if !slices.Contains(swept, n) {
+			t.Errorf("the sweep left %s (swept %v)", n, swept)
+		}
+	}
+	if left := ownNamespaces(t); len(left) > 0 {
+		t.Fatalf("namespaces of this process: %v", left)
+	}
+}

@@ -17,6 +17,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envCrashingMulti); dir != "" {
+		crashingMulti(dir)
+	}
 	code := m.Run()
 	if err := netns.LeakCheck(); err != nil {
 		fmt.Fprintln(os.Stderr, "leak check:", err)

@@ -131,8 +131,22 @@ func (r *rig) clusters(ctx context.Context, s setup) (cluster.Multi, error) {
 }
 
 var _ = Describe("Two clusters joined by their east-west gateways on 18009", Ordered, ContinueOnFailure, func() {
-	provider.RedGreen(redgreen.Suite{Name: "multicluster",
+	rig, result := provider.RedGreen(redgreen.Suite{Name: "multicluster",
 		Subject: "cross-cluster mTLS and QUIC through the gateways' SNI passthrough, each source its own remote SPIFFE ID"}, newRig, cases)
+
+	// The control broken on purpose: given the subject's gateway (every
+	// SNI to its own service) it shows no misroute, and the suite must
+	// call the rig broken, naming the control. It runs last, on the
+	// subject's clusters.
+	It("calls the rig broken when the misrouting control is given the subject's gateway", func(ctx SpecContext) {
+		broken := redgreen.Run(ctx, redgreen.Suite{Name: "multicluster", Subject: result().Subject,
+			Cases: []redgreen.Case{misroutedControl(rig(), federated)}})
+		GinkgoWriter.Println(broken.Table())
+		Expect(broken.Verdict).To(Equal(redgreen.BrokenRig), broken.Reason)
+		Expect(broken.Reason).To(ContainSubstring("control gateway-first-service did not show its signature"))
+		Expect(broken.Cases).To(HaveLen(1))
+		Expect(broken.Cases[0].Reason).To(ContainSubstring("were answered 200"))
+	}, NodeTimeout(5*time.Minute))
 })
 
 // Provider is the cluster provider the rig runs on.

@@ -30,6 +30,7 @@ const (
 	mHandshakes       = "aether_proxy_quic_inbound_handshakes_total"
 	mTLSRefused       = "aether_proxy_http_tls_refused_total"
 	mPassthroughFlows = "aether_proxy_passthrough_flows_total"
+	mPassthroughBytes = "aether_proxy_passthrough_bytes_total"
 )
 
 // member is one cluster of the run: its entry and its Cluster.
@@ -157,6 +158,12 @@ func gatewayFlows(ctx context.Context, m member, gw, protocol string, clusters .
 		out[cl] = v
 	}
 	return out, nil
+}
+
+// gatewayBytes is what gw's passthrough has passed over protocol, both
+// ways.
+func gatewayBytes(ctx context.Context, m member, gw, protocol string) (float64, error) {
+	return metric(ctx, m, gw, cluster.Proxy, mPassthroughBytes, map[string]string{"protocol": protocol})
 }
 
 func delta(after, before map[string]float64) map[string]float64 {

@@ -7,10 +7,10 @@ REPORTS   ?= reports/latest
 # cluster; `make gate` runs them and collects their results.
 SUITES    ?= ./rigs/phase0/... ./mesh/cni/... ./suites/...
 # The suites each of which must have written a result for the gate to pass.
-GATE_SUITES ?= phase0,cni-capture,udproute,mtls,eastwest,mtlspool,lifecycle
+GATE_SUITES ?= phase0,cni-capture,udproute,mtls,eastwest,mtlspool,lifecycle,multicluster
 TEST_TIMEOUT ?= 25m
 # The suites `make suites` runs, each of which must write a result.
-SUITES_ONLY ?= udproute,mtls,eastwest,mtlspool,lifecycle
+SUITES_ONLY ?= udproute,mtls,eastwest,mtlspool,lifecycle,multicluster
 # The suites `make e2e` runs on kind (packages under suites/ whose TestMain
 # is suites/provider.Main; those on provider.EmbeddedMain need the embedded
 # netns cluster), each of which must write a result.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/redgreen"
@@ -41,6 +42,26 @@ type crossing struct {
 	QUIC         map[string]float64  `json:"quic_handshakes,omitempty"`
 	UDP          map[string]float64  `json:"gateway_udp_flows,omitempty"`
 	Expected     map[string][]string `json:"expected_ids,omitempty"`
+	// FirstMs is the case's first request's latency as the source's app
+	// saw it, and RestP50Ms the median of the others', in milliseconds:
+	// a measurement reported, not judged. The first request to a service
+	// the run has not called yet opens the source proxy's connection
+	// through the gateway, its end-to-end handshake included.
+	FirstMs   float64 `json:"first_ms,omitempty"`
+	RestP50Ms float64 `json:"rest_p50_ms,omitempty"`
+}
+
+// latencies sets x's first and median-of-the-rest latencies.
+func (x *crossing) latencies(took []time.Duration) {
+	if len(took) == 0 {
+		return
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	x.FirstMs = ms(took[0])
+	if rest := slices.Clone(took[1:]); len(rest) > 0 {
+		slices.Sort(rest)
+		x.RestP50Ms = ms(rest[len(rest)/2])
+	}
 }
 
 // crossings is a case's evidence: its crossings, by "<from> -> <to>".
@@ -110,7 +131,7 @@ func cross(ctx context.Context, src member, pod, tag string, dst member, gw stri
 		if err != nil {
 			return ev, err
 		}
-		out, err := send(ctx, src, pod, src.authority(s), tag+"-"+s, perCase)
+		out, took, err := sendTimed(ctx, src, pod, src.authority(s), tag+"-"+s, perCase)
 		if err != nil {
 			return ev, err
 		}
@@ -120,6 +141,7 @@ func cross(ctx context.Context, src member, pod, tag string, dst member, gw stri
 		}
 		x := &crossing{From: src.Name + "/" + pod, To: dst.Name + "/" + s, Sent: perCase, Outcomes: out,
 			Apps: map[string]arrival{}, Gateway: delta(after, before)}
+		x.latencies(took)
 		for _, other := range svcs {
 			a, err := arrivals(ctx, dst, other+"-0", tag+"-"+s)
 			if err != nil {
@@ -140,7 +162,7 @@ func (ev crossings) summary() string {
 		for _, a := range slices.Sorted(maps.Keys(x.Apps)) {
 			apps = append(apps, fmt.Sprintf("%s saw %d %v", a, x.Apps[a].Saw, x.Apps[a].Peers))
 		}
-		parts = append(parts, fmt.Sprintf("%s: %v; %s; gateway %v", k, x.Outcomes, strings.Join(apps, ", "), x.Gateway))
+		parts = append(parts, fmt.Sprintf("%s: %v; %s; gateway %v; first %.1f ms, then p50 %.1f ms", k, x.Outcomes, strings.Join(apps, ", "), x.Gateway, x.FirstMs, x.RestP50Ms))
 	}
 	return strings.Join(parts, " | ")
 }

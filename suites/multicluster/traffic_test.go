@@ -71,28 +71,39 @@ func client(c cluster.Cluster, p cluster.Pod) *http.Client {
 // tagged /<tag>/<i>, and returns the count of each outcome: the status
 // code, or "error" for a request that got no response.
 func send(ctx context.Context, m member, pod, authority, tag string, n int) (map[string]int, error) {
+	out, _, err := sendTimed(ctx, m, pod, authority, tag, n)
+	return out, err
+}
+
+// sendTimed is send, also returning each request's latency as the pod's
+// client saw it, in order.
+func sendTimed(ctx context.Context, m member, pod, authority, tag string, n int) (map[string]int, []time.Duration, error) {
 	p, err := cluster.PodNamed(m.c, namespace, pod)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hc := client(m.c, p)
 	defer hc.CloseIdleConnections()
 	out := map[string]int{}
+	var took []time.Duration
 	for i := range n {
 		req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/%s/%d", authority, tag, i), nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		start := time.Now()
 		resp, err := hc.Do(req)
 		if err != nil {
 			out["error"]++
+			took = append(took, time.Since(start))
 			continue
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		took = append(took, time.Since(start))
 		out[strconv.Itoa(resp.StatusCode)]++
 	}
-	return out, nil
+	return out, took, nil
 }
 
 // arrival is what a destination app recorded of a case's requests: how

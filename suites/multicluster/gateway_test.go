@@ -67,10 +67,17 @@ func gatewayCases(r *rig) []redgreen.Case {
 			Check:       checkJunk,
 		},
 		{
+			Name: "migration-to-a-fresh-cid", Role: redgreen.Control,
+			Description: "the migration case's client, but moving on purpose: quic-go's own path migration (Conn.AddPath, Path.Probe) from a new port under a connection ID the server issued and the client never used from a known address",
+			Expect:      "the gateway cannot follow: the probes from the new port are dropped as not_quic, no migration counted, the probe fails; the connection lives on its old path (dst-a-0's app sees its requests as web)",
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runMigration(ctx, r, freshCID) },
+			Check:       checkFreshCID,
+		},
+		{
 			Name: "migration-through-the-gateway", Role: redgreen.Subject,
-			Description: "an HTTP/3 client of its own in c1-a's netns, with an SVID of cluster-1's web account, dials c2-gw's UDP 18009 for dst-a, and its socket moves to a new port under the connection (a NAT rebinding) between its requests; subject only: the forwarder's 4-tuple-only control is a unit test's (mesh/proxy/passthrough TestQUICRebind), no proxy flag reaches it",
+			Description: "an HTTP/3 client of its own in c1-a's netns, with an SVID of cluster-1's web account, dials c2-gw's UDP 18009 for dst-a, and its socket moves to a new port under the connection (a NAT rebinding) between its requests; its control is migration-to-a-fresh-cid (a forwarder routing by 4-tuple only is mesh/proxy/passthrough's TestQUICRebind control: no proxy flag reaches it)",
 			Expect:      "every request answered on the one connection: dst-a-0's app sees each with cluster-1's web ID, dst-a's proxy accepted one handshake, the gateway made one flow and counted the migration",
-			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runMigration(ctx, r) },
+			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runMigration(ctx, r, natRebind) },
 			Check:       checkMigration,
 		},
 		{
@@ -507,7 +514,25 @@ type migration struct {
 	Flows      float64 `json:"flows"`
 	Migrated   float64 `json:"migrated"`
 	CIDs       float64 `json:"cids_learned"`
+	// Move is how the client moved; Probe, for a path migration, what
+	// its probe got ("validated" or the error), and NotQUIC the
+	// gateway's not_quic drops meanwhile.
+	Move    move    `json:"move"`
+	Probe   string  `json:"probe,omitempty"`
+	NotQUIC float64 `json:"not_quic"`
 }
+
+// move is how the migration cases' client changes its address.
+type move string
+
+const (
+	// natRebind swaps the socket under quic-go: the address changes,
+	// the connection IDs do not (what a NAT rebinding does).
+	natRebind move = "nat-rebind"
+	// freshCID is quic-go's own path migration: a probe from a new
+	// socket under a connection ID not used before (RFC 9000 §9.5).
+	freshCID move = "path-migration"
+)
 
 // svidCerts is the SVID of account sa issued by the CA under dir.
 func svidCerts(m member, sa string) ([]tls.Certificate, error) {
@@ -565,7 +590,7 @@ func meshClientTLS(certs []tls.Certificate, dst member, svc string, port uint16,
 	}
 }
 
-func runMigration(ctx context.Context, r *rig) (redgreen.Observation, error) {
+func runMigration(ctx context.Context, r *rig, how move) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessMigration}
 	g, err := r.gatewayRun(ctx)
 	if err != nil {
@@ -579,7 +604,7 @@ func runMigration(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	if err != nil {
 		return obs, err
 	}
-	ev := &migration{Peer: g.src.id("web")}
+	ev := &migration{Peer: g.src.id("web"), Move: how}
 	obs.Evidence = ev
 	toA := xdsnames.GatewayCluster("dst-a", namespace)
 	hs0, err := metric(ctx, g.dst, nodeTwo, cluster.Proxy, mHandshakes, map[string]string{"peer": ev.Peer})
@@ -591,6 +616,10 @@ func runMigration(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	evs0, err := g.counters(ctx, mPassthroughEvents, "event", eventMigrated, eventCIDLearned)
+	if err != nil {
+		return obs, err
+	}
+	nq0, err := g.counters(ctx, mPassthroughDropped, "reason", dropNotQUIC)
 	if err != nil {
 		return obs, err
 	}
@@ -610,7 +639,7 @@ func runMigration(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	}
 	defer qc.CloseWithError(0, "")
 	h3 := (&http3.Transport{}).NewClientConn(qc)
-	const tag = "migration"
+	tag := "migration-" + string(how)
 	get := func(phase string, i int) {
 		h := hop{Phase: phase, Local: rc.LocalAddr().String()}
 		defer func() { ev.Hops = append(ev.Hops, h) }()
@@ -642,8 +671,15 @@ func runMigration(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		now, err := g.counters(ctx, mPassthroughEvents, "event", eventCIDLearned)
 		return now[eventCIDLearned]-evs0[eventCIDLearned] >= 3, err
 	})
-	if _, _, err := rc.rebind(); err != nil {
-		return obs, err
+	switch how {
+	case natRebind:
+		if _, _, err := rc.rebind(); err != nil {
+			return obs, err
+		}
+	case freshCID:
+		if ev.Probe, err = probePath(ctx, qc, g.from); err != nil {
+			return obs, err
+		}
 	}
 	get("after", 2)
 	get("after", 3)
@@ -666,12 +702,20 @@ func runMigration(ctx context.Context, r *rig) (redgreen.Observation, error) {
 		return obs, err
 	}
 	ev.Migrated, ev.CIDs = evs1[eventMigrated]-evs0[eventMigrated], evs1[eventCIDLearned]-evs0[eventCIDLearned]
+	nq1, err := g.counters(ctx, mPassthroughDropped, "reason", dropNotQUIC)
+	if err != nil {
+		return obs, err
+	}
+	ev.NotQUIC = nq1[dropNotQUIC] - nq0[dropNotQUIC]
 	var hops []string
 	for _, h := range ev.Hops {
 		hops = append(hops, h.Phase+"@"+h.Local+"="+h.Status)
 	}
-	obs.Summary = fmt.Sprintf("requests %s; dst-a-0 saw %d %v; handshakes from web %v, gateway flows %v, migrated %v, CIDs learned %v",
-		strings.Join(hops, " "), ev.App.Saw, ev.App.Peers, ev.Handshakes, ev.Flows, ev.Migrated, ev.CIDs)
+	obs.Summary = fmt.Sprintf("%s: requests %s; dst-a-0 saw %d %v; handshakes from web %v, gateway flows %v, migrated %v, CIDs learned %v, not_quic drops %v",
+		how, strings.Join(hops, " "), ev.App.Saw, ev.App.Peers, ev.Handshakes, ev.Flows, ev.Migrated, ev.CIDs, ev.NotQUIC)
+	if ev.Probe != "" {
+		obs.Summary += "; probe: " + ev.Probe
+	}
 	return obs, nil
 }
 
@@ -683,6 +727,9 @@ func checkMigration(o redgreen.Observation) error {
 	ev, err := redgreen.EvidenceOf[*migration](o)
 	if err != nil {
 		return err
+	}
+	if ev.Move != natRebind {
+		return fmt.Errorf("the client moved by %s, want %s", ev.Move, natRebind)
 	}
 	local := map[string]map[string]bool{}
 	for _, h := range ev.Hops {
@@ -711,6 +758,61 @@ func checkMigration(o redgreen.Observation) error {
 	}
 	if ev.Migrated < 1 {
 		return errors.New("the gateway counted no migration: the client was not followed to its new address")
+	}
+	return nil
+}
+
+// probePath is quic-go's path migration of qc to a new socket in ns: a
+// probe under a fresh connection ID, then the switch if the path
+// validates. It returns what the probe got.
+func probePath(ctx context.Context, qc *quic.Conn, ns *netns.NS) (string, error) {
+	pc, err := listenUDP(ns)
+	if err != nil {
+		return "", err
+	}
+	// Closed with the case: a validated path keeps using it.
+	tr := &quic.Transport{Conn: pc}
+	go func() { <-qc.Context().Done(); tr.Close(); pc.Close() }()
+	path, err := qc.AddPath(tr)
+	if err != nil {
+		return "", fmt.Errorf("a path from %s: %w", pc.LocalAddr(), err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := path.Probe(pctx); err != nil {
+		_ = path.Close()
+		return "failed: " + err.Error(), nil
+	}
+	if err := path.Switch(); err != nil {
+		return "validated, switch failed: " + err.Error(), nil
+	}
+	return "validated", nil
+}
+
+// checkFreshCID is the control's signature: the probe failed, the gateway
+// dropped its packets as not_quic and counted no migration, and the
+// connection served on its old path (one handshake, one flow, every
+// request at dst-a-0's app as web).
+func checkFreshCID(o redgreen.Observation) error {
+	ev, err := redgreen.EvidenceOf[*migration](o)
+	if err != nil {
+		return err
+	}
+	if ev.Move != freshCID {
+		return fmt.Errorf("the client moved by %s, want %s", ev.Move, freshCID)
+	}
+	if !strings.HasPrefix(ev.Probe, "failed") {
+		return fmt.Errorf("the path probe through the gateway got %q: the gateway followed a fresh connection ID", ev.Probe)
+	}
+	if ev.Migrated != 0 {
+		return fmt.Errorf("the gateway counted %v migrations for a client it could not follow", ev.Migrated)
+	}
+	if ev.NotQUIC < 1 {
+		return errors.New("the gateway dropped none of the probes as not_quic: they never reached it")
+	}
+	n := len(ev.Hops)
+	if ev.App.Saw != n || ev.App.Peers[ev.Peer] != n || ev.Handshakes != 1 || ev.Flows != 1 {
+		return fmt.Errorf("on its old path the connection served %d of %d requests (peers %v) on %v handshakes and %v flows: the failure is not the gateway's alone", ev.App.Saw, n, ev.App.Peers, ev.Handshakes, ev.Flows)
 	}
 	return nil
 }

@@ -68,7 +68,7 @@ func (x *crossing) latencies(took []time.Duration) {
 type crossings map[string]*crossing
 
 func cases(r *rig) []redgreen.Case {
-	return []redgreen.Case{
+	return append([]redgreen.Case{
 		{
 			Name: "gateway-first-service", Role: redgreen.Control,
 			Description: "cluster-2's gateway forwards every SNI to its first exposed service (dst-a); web-0 of cluster-1 calls dst-b",
@@ -115,7 +115,7 @@ func cases(r *rig) []redgreen.Case {
 			Run:         func(ctx context.Context) (redgreen.Observation, error) { return runQUIC(ctx, r) },
 			Check:       checkQUIC,
 		},
-	}
+	}, gatewayCases(r)...)
 }
 
 // cross sends perCase requests from pod of src to each of svcs, served by

@@ -11,7 +11,13 @@
 // The controls: a gateway that forwards every SNI to its first exposed
 // service (delivered to the wrong pod, which the source's end-to-end TLS
 // then refuses), and the clusters without the bundle exchange (handshakes
-// refused and counted, the app sees nothing). The witnesses are the
+// refused and counted, the app sees nothing). At the gateway itself
+// (gateway_test.go): junk and an unknown SNI on UDP 18009 are dropped and
+// counted by reason and reach no pod; a QUIC client rebound as by a NAT
+// keeps its connection and identity, while one that moves by its own path
+// migration to a fresh connection ID is not followed (the control); and a
+// spray of forged Initials leaves a valid flow served and the gateway's
+// RSS and fds bounded. The witnesses are the
 // destination apps' own records of the XFCC each request carried, the
 // destination proxies' handshake counters and the gateways' passthrough
 // counters; never the client.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 	"github.com/aether-mesh/aether/rigs/redgreen"
+	"github.com/aether-mesh/aether/rigs/wait"
 	"github.com/aether-mesh/aether/suites/cluster"
 )
 
@@ -47,8 +48,12 @@ type crossing struct {
 	// a measurement reported, not judged. The first request to a service
 	// the run has not called yet opens the source proxy's connection
 	// through the gateway, its end-to-end handshake included.
-	FirstMs   float64 `json:"first_ms,omitempty"`
-	RestP50Ms float64 `json:"rest_p50_ms,omitempty"`
+	// Inbound is the lines the destination pod's inbound wrote to its
+	// proxy's access log during the case, by the peer ID (the URI SAN its
+	// handshake verified).
+	Inbound   map[string]int `json:"inbound_log"`
+	FirstMs   float64        `json:"first_ms,omitempty"`
+	RestP50Ms float64        `json:"rest_p50_ms,omitempty"`
 }
 
 // latencies sets x's first and median-of-the-rest latencies.
@@ -131,8 +136,26 @@ func cross(ctx context.Context, src member, pod, tag string, dst member, gw stri
 		if err != nil {
 			return ev, err
 		}
+		log0, err := inboundLog(ctx, dst, s+"-0")
+		if err != nil {
+			return ev, err
+		}
 		out, took, err := sendTimed(ctx, src, pod, src.authority(s), tag+"-"+s, perCase)
 		if err != nil {
+			return ev, err
+		}
+		// The inbound writes its line as the stream ends, which may be
+		// just after the source read the response.
+		var inbound map[string]int
+		if _, err := wait.Until(ctx, 2*time.Second, 20*time.Millisecond, func() (bool, error) {
+			log1, err := inboundLog(ctx, dst, s+"-0")
+			inbound = deltaCount(log1, log0)
+			n := 0
+			for _, v := range inbound {
+				n += v
+			}
+			return n >= out["200"], err
+		}); err != nil && ctx.Err() != nil {
 			return ev, err
 		}
 		after, err := gatewayFlows(ctx, dst, gw, "tcp", gwClusters...)
@@ -142,6 +165,7 @@ func cross(ctx context.Context, src member, pod, tag string, dst member, gw stri
 		x := &crossing{From: src.Name + "/" + pod, To: dst.Name + "/" + s, Sent: perCase, Outcomes: out,
 			Apps: map[string]arrival{}, Gateway: delta(after, before)}
 		x.latencies(took)
+		x.Inbound = inbound
 		for _, other := range svcs {
 			a, err := arrivals(ctx, dst, other+"-0", tag+"-"+s)
 			if err != nil {
@@ -162,7 +186,7 @@ func (ev crossings) summary() string {
 		for _, a := range slices.Sorted(maps.Keys(x.Apps)) {
 			apps = append(apps, fmt.Sprintf("%s saw %d %v", a, x.Apps[a].Saw, x.Apps[a].Peers))
 		}
-		parts = append(parts, fmt.Sprintf("%s: %v; %s; gateway %v; first %.1f ms, then p50 %.1f ms", k, x.Outcomes, strings.Join(apps, ", "), x.Gateway, x.FirstMs, x.RestP50Ms))
+		parts = append(parts, fmt.Sprintf("%s: %v; %s; inbound logged %v; gateway %v; first %.1f ms, then p50 %.1f ms", k, x.Outcomes, strings.Join(apps, ", "), x.Inbound, x.Gateway, x.FirstMs, x.RestP50Ms))
 	}
 	return strings.Join(parts, " | ")
 }
@@ -237,6 +261,9 @@ func checkDelivered(o redgreen.Observation) error {
 		}
 		if a.Saw != x.Sent || a.Peers[peer[0]] != x.Sent || a.By[by[0]] != x.Sent {
 			return fmt.Errorf("%s: %s's app saw %d requests, peers %v, by %v; want %d from %s verified by %s", k, svc, a.Saw, a.Peers, a.By, x.Sent, peer[0], by[0])
+		}
+		if x.Inbound[peer[0]] != x.Sent || len(x.Inbound) != 1 {
+			return fmt.Errorf("%s: %s-0's inbound logged %v, want %d lines all from %s", k, svc, x.Inbound, x.Sent, peer[0])
 		}
 		own := xdsnames.GatewayCluster(svc, namespace)
 		if x.Gateway[own] < 1 {

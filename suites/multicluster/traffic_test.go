@@ -1,7 +1,9 @@
 package multicluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -175,6 +177,42 @@ func gatewayFlows(ctx context.Context, m member, gw, protocol string, clusters .
 // ways.
 func gatewayBytes(ctx context.Context, m member, gw, protocol string) (float64, error) {
 	return metric(ctx, m, gw, cluster.Proxy, mPassthroughBytes, map[string]string{"protocol": protocol})
+}
+
+// inboundLog counts the lines pod's inbound (its destination clusters,
+// inbound:<ns>~<pod>:<port>) wrote to its node's proxy's access log, by
+// the peer ID its handshake verified (the line's source).
+func inboundLog(ctx context.Context, m member, pod string) (map[string]int, error) {
+	p, err := cluster.PodNamed(m.c, namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	body, err := m.c.AccessLog(ctx, p.Node)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s's access log: %w", m.Name, p.Node, err)
+	}
+	out := map[string]int{}
+	prefix := xdsnames.InboundClusterPrefix + namespace + "~" + pod + ":"
+	for _, line := range bytes.Split(body, []byte("\n")) {
+		var l struct{ Source, Destination string }
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &l) != nil {
+			continue
+		}
+		if strings.HasPrefix(l.Destination, prefix) {
+			out[l.Source]++
+		}
+	}
+	return out, nil
+}
+
+func deltaCount(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
 }
 
 func delta(after, before map[string]float64) map[string]float64 {

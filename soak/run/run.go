@@ -178,8 +178,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
+	if cfg.Leaks != nil {
+		if err := goroutineDumps(ctx, c, dir, "start"); err != nil && cfg.Logf != nil {
+			cfg.Logf("%v", err)
+		}
+	}
 	spans, partial := s.execute(ctx)
 	end := s.stop(ctx, spans)
+	if cfg.Leaks != nil {
+		if err := goroutineDumps(ctx, c, dir, "end"); err != nil && cfg.Logf != nil {
+			cfg.Logf("%v", err)
+		}
+	}
 	if err := c.Close(); err != nil {
 		partial = joinWhy(partial, fmt.Sprintf("the cluster's teardown failed: %v", err))
 	}

@@ -30,11 +30,17 @@ type Source struct {
 
 // podClient is a pod app's HTTP/1.1 client for the 18081 spelling: it
 // dials from inside the pod's netns, where the capture diverts the
-// connection to the pod's outbound listener.
+// connection to the pod's outbound listener. Its idle connections close
+// after appIdleTimeout, as an app on net/http's default transport does:
+// a client that kept them for ever would hold the proxy's downstream
+// connections from every burst (the stalled requests of a network fault
+// open new ones) for the run's length, and the leak gates would count
+// the test's client, not the mesh.
 func podClient(p *node.Pod, timeout time.Duration, keepAlive bool) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DisableKeepAlives:   !keepAlive,
 		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     appIdleTimeout,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			ap, err := netip.ParseAddrPort(addr)
 			if err != nil {
@@ -44,6 +50,9 @@ func podClient(p *node.Pod, timeout time.Duration, keepAlive bool) *http.Client 
 		},
 	}}
 }
+
+// appIdleTimeout is net/http's DefaultTransport IdleConnTimeout.
+const appIdleTimeout = 90 * time.Second
 
 // meshURL is the URL an app uses for service svc: its ClusterIP on 18081,
 // with the authority in Host.

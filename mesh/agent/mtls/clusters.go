@@ -99,9 +99,29 @@ func lbEndpoint(ip string, port uint16, netns string) *endpointv3.LbEndpoint {
 	}}}
 }
 
+// InboundIdleTimeout closes a pooled connection to the app after this long
+// with no request, where Envoy's default would keep it an hour. A burst
+// (a peer node back from a partition, a client's retries) opens
+// connections to the app that the pool then keeps idle: an hour of them
+// would hold the proxy's sockets and goroutines long after the burst.
+// A minute is also below the keep-alive of nginx (75 s) and of Go's
+// server (none), so against those the proxy, not the app, closes an idle
+// connection, and no request is sent on a connection the app is closing.
+const InboundIdleTimeout = 60 * time.Second
+
 // inboundCluster reaches the app on the pod's loopback: the endpoint's
-// socket is made in the pod's netns.
-func inboundCluster(name string, targetPort uint16, netns string) *clusterv3.Cluster {
+// socket is made in the pod's netns, and requests go as HTTP/1.1 with
+// InboundIdleTimeout on the pool.
+func inboundCluster(name string, targetPort uint16, netns string) (*clusterv3.Cluster, error) {
+	po, err := anyOf(&upstreamhttpv3.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(InboundIdleTimeout)},
+		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
 	return &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
@@ -109,7 +129,8 @@ func inboundCluster(name string, targetPort uint16, netns string) *clusterv3.Clu
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
 			LbEndpoints: []*endpointv3.LbEndpoint{lbEndpoint("127.0.0.1", targetPort, netns)},
 		}}},
-	}
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{xdsnames.HTTPProtocolOptions: po},
+	}, nil
 }
 
 func upstreamTLS(m Mesh, s Service, up Upstream) (*corev3.TransportSocket, error) {

@@ -105,7 +105,11 @@ func InboundListenerFor(m Mesh, p Pod) (*listenerv3.Listener, []*clusterv3.Clust
 			TransportSocket:  ts,
 			Filters:          []*listenerv3.Filter{hcm},
 		})
-		clusters = append(clusters, inboundCluster(cl, sp.TargetPort, p.NetnsPath))
+		c, err := inboundCluster(cl, sp.TargetPort, p.NetnsPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("inbound cluster of %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		clusters = append(clusters, c)
 	}
 	return l, clusters, nil
 }

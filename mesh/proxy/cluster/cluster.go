@@ -35,8 +35,6 @@ import (
 // upstream HTTP protocol.
 const HTTPProtocolOptions = xdsnames.HTTPProtocolOptions
 
-// http2Options reads the one protocol option the contract uses: HTTP/2 as
-// the explicit upstream protocol.
 // UpstreamHTTP is the HTTP version an HTTP route's requests go upstream
 // with.
 type UpstreamHTTP int
@@ -48,32 +46,68 @@ const (
 	HTTP3
 )
 
-func httpOptions(opts map[string]*anypb.Any, path string) (UpstreamHTTP, error) {
+// DefaultIdleTimeout is Envoy's common_http_protocol_options.idle_timeout
+// when a cluster states none: an upstream connection with no stream for
+// an hour is closed.
+const DefaultIdleTimeout = time.Hour
+
+// httpOptions reads the protocol options the contract uses: the explicit
+// upstream protocol (HTTP/1.1, HTTP/2 or HTTP/3, each with no options of
+// its own) and the pool's idle_timeout, where 0 is Envoy's "never".
+func httpOptions(opts map[string]*anypb.Any, path string) (UpstreamHTTP, time.Duration, error) {
 	for k, v := range opts {
 		if k != HTTPProtocolOptions {
-			return HTTP1, fmt.Errorf("%s[%q]: not supported, only %s", path, k, HTTPProtocolOptions)
+			return HTTP1, 0, fmt.Errorf("%s[%q]: not supported, only %s", path, k, HTTPProtocolOptions)
 		}
 		kp := fmt.Sprintf("%s[%q]", path, k)
 		var o upstreamhttpv3.HttpProtocolOptions
 		if err := v.UnmarshalTo(&o); err != nil {
-			return HTTP1, fmt.Errorf("%s: not an HttpProtocolOptions: %w", kp, err)
+			return HTTP1, 0, fmt.Errorf("%s: not an HttpProtocolOptions: %w", kp, err)
 		}
-		if err := fields.Only(&o, kp, "explicit_http_config"); err != nil {
-			return HTTP1, err
+		if err := fields.Only(&o, kp, "explicit_http_config", "common_http_protocol_options"); err != nil {
+			return HTTP1, 0, err
+		}
+		idle, err := idleTimeout(o.GetCommonHttpProtocolOptions(), kp+".common_http_protocol_options")
+		if err != nil {
+			return HTTP1, 0, err
 		}
 		e := o.GetExplicitHttpConfig()
-		if err := fields.Only(e, kp+".explicit_http_config", "http2_protocol_options", "http3_protocol_options"); err != nil {
-			return HTTP1, err
+		if e == nil {
+			return HTTP1, 0, fmt.Errorf("%s.explicit_http_config: missing; it is the only upstream_protocol_options supported", kp)
+		}
+		if err := fields.Only(e, kp+".explicit_http_config", "http_protocol_options", "http2_protocol_options", "http3_protocol_options"); err != nil {
+			return HTTP1, 0, err
 		}
 		switch {
+		case e.GetHttpProtocolOptions() != nil:
+			return HTTP1, idle, fields.Only(e.GetHttpProtocolOptions(), kp+".explicit_http_config.http_protocol_options")
 		case e.GetHttp2ProtocolOptions() != nil:
-			return HTTP2, fields.Only(e.GetHttp2ProtocolOptions(), kp+".explicit_http_config.http2_protocol_options")
+			return HTTP2, idle, fields.Only(e.GetHttp2ProtocolOptions(), kp+".explicit_http_config.http2_protocol_options")
 		case e.GetHttp3ProtocolOptions() != nil:
-			return HTTP3, fields.Only(e.GetHttp3ProtocolOptions(), kp+".explicit_http_config.http3_protocol_options")
+			return HTTP3, idle, fields.Only(e.GetHttp3ProtocolOptions(), kp+".explicit_http_config.http3_protocol_options")
 		}
-		return HTTP1, fmt.Errorf("%s.explicit_http_config: only http2_protocol_options and http3_protocol_options are supported", kp)
+		return HTTP1, 0, fmt.Errorf("%s.explicit_http_config: one of http_protocol_options, http2_protocol_options and http3_protocol_options is required", kp)
 	}
-	return HTTP1, nil
+	return HTTP1, DefaultIdleTimeout, nil
+}
+
+// idleTimeout reads common_http_protocol_options: idle_timeout alone,
+// absent meaning Envoy's hour.
+func idleTimeout(c *corev3.HttpProtocolOptions, path string) (time.Duration, error) {
+	if c == nil {
+		return DefaultIdleTimeout, nil
+	}
+	if err := fields.Only(c, path, "idle_timeout"); err != nil {
+		return 0, err
+	}
+	d := c.GetIdleTimeout()
+	if d == nil {
+		return DefaultIdleTimeout, nil
+	}
+	if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+		return 0, fmt.Errorf("%s.idle_timeout: %v, want a duration of 0 (never) or more", path, d.AsDuration())
+	}
+	return d.AsDuration(), nil
 }
 
 // upstreamTransport compiles a cluster's transport socket: TLS, or QUIC
@@ -126,6 +160,9 @@ type Spec struct {
 	TLS *mtls.Upstream
 	// HTTP is the version HTTP requests go upstream with.
 	HTTP UpstreamHTTP
+	// IdleTimeout closes a pooled upstream connection with no stream for
+	// this long; 0 keeps it for as long as the peer does.
+	IdleTimeout time.Duration
 	// QUIC says the transport socket is QUIC (a twin): TLS is its
 	// UpstreamTlsContext, and requests go as HTTP/3.
 	QUIC bool
@@ -177,7 +214,7 @@ func FromProto(c *clusterv3.Cluster) (*Spec, error) {
 			return nil, err
 		}
 	}
-	if s.HTTP, err = httpOptions(c.GetTypedExtensionProtocolOptions(), path+".typed_extension_protocol_options"); err != nil {
+	if s.HTTP, s.IdleTimeout, err = httpOptions(c.GetTypedExtensionProtocolOptions(), path+".typed_extension_protocol_options"); err != nil {
 		return nil, err
 	}
 	if s.QUIC != (s.HTTP == HTTP3) {

@@ -4,9 +4,13 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
@@ -104,5 +108,62 @@ func TestCircuitBreakerMaxConnections(t *testing.T) {
 	bad.CircuitBreakers = &clusterv3.CircuitBreakers{PerHostThresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(5)}}}
 	if _, err := cluster.FromProto(bad); err == nil || !strings.Contains(err.Error(), `Cluster "udp:s".circuit_breakers.per_host_thresholds`) {
 		t.Fatalf("unsupported per-host thresholds: %v", err)
+	}
+}
+
+// The upstream protocol and the pool's idle_timeout come from the
+// cluster's HttpProtocolOptions: absent, HTTP/1.1 and Envoy's hour;
+// explicit 0 is "never"; a negative duration, an option the pool does not
+// honour, or protocol options with no explicit protocol are refused by
+// their field's path.
+func TestHTTPProtocolOptions(t *testing.T) {
+	with := func(po *upstreamhttpv3.HttpProtocolOptions) *clusterv3.Cluster {
+		c := proxytest.EDSCluster("h2:s")
+		a, err := anypb.New(po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{cluster.HTTPProtocolOptions: a}
+		return c
+	}
+	explicit := func(common *corev3.HttpProtocolOptions, cfg *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig) *upstreamhttpv3.HttpProtocolOptions {
+		return &upstreamhttpv3.HttpProtocolOptions{CommonHttpProtocolOptions: common,
+			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: cfg}}
+	}
+	http1 := &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}}}
+	http2 := &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}
+	idle := func(d time.Duration) *corev3.HttpProtocolOptions {
+		return &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(d)}
+	}
+	for _, tc := range []struct {
+		name string
+		c    *clusterv3.Cluster
+		http cluster.UpstreamHTTP
+		idle time.Duration
+		err  string
+	}{
+		{name: "none", c: proxytest.EDSCluster("h2:s"), http: cluster.HTTP1, idle: time.Hour},
+		{name: "http1 with a minute", c: with(explicit(idle(time.Minute), http1)), http: cluster.HTTP1, idle: time.Minute},
+		{name: "http2 without common options", c: with(explicit(nil, http2)), http: cluster.HTTP2, idle: time.Hour},
+		{name: "zero is never", c: with(explicit(idle(0), http2)), http: cluster.HTTP2, idle: 0},
+		{name: "negative", c: with(explicit(idle(-time.Second), http1)), err: `common_http_protocol_options.idle_timeout: -1s`},
+		{name: "unhonoured common option", c: with(explicit(&corev3.HttpProtocolOptions{MaxConnectionDuration: durationpb.New(time.Minute)}, http1)), err: `common_http_protocol_options.max_connection_duration`},
+		{name: "no explicit protocol", c: with(&upstreamhttpv3.HttpProtocolOptions{UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_UseDownstreamHttpConfig{}}}), err: `use_downstream_protocol_config`},
+		{name: "http1 option the pool does not honour", c: with(explicit(nil, &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{AllowAbsoluteUrl: wrapperspb.Bool(true)}}})), err: `explicit_http_config.http_protocol_options.allow_absolute_url`},
+	} {
+		s, err := cluster.FromProto(tc.c)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if s.HTTP != tc.http || s.IdleTimeout != tc.idle {
+			t.Errorf("%s: HTTP %d, idle %s; want %d, %s", tc.name, s.HTTP, s.IdleTimeout, tc.http, tc.idle)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,8 @@ type app struct {
 	seen []string
 	// encodings are the Accept-Encoding each request carried.
 	encodings []string
+	// closed counts the connections to the app that have closed.
+	closed atomic.Int32
 }
 
 func startApp(t testing.TB) *app {
@@ -60,7 +63,11 @@ func startApp(t testing.TB) *app {
 		a.encodings = append(a.encodings, r.Header.Get("Accept-Encoding"))
 		a.mu.Unlock()
 		io.WriteString(w, x)
-	})}
+	}), ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			a.closed.Add(1)
+		}
+	}}
 	go a.srv.Serve(ln)
 	t.Cleanup(func() { a.srv.Close() })
 	return a

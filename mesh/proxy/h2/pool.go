@@ -113,7 +113,7 @@ func (p *Pool) transport(s *cluster.Spec, fs []hcm.FilterState) *http.Transport 
 // The upstream HTTP/2 health check. A peer partitioned away sends no FIN
 // and no RST, and a connection with no stream in flight has nothing
 // unacknowledged for the kernel to give up on, so without a check the
-// pool holds it (and its socket) until IdleTimeout, an hour, and every
+// pool holds it (and its socket) until the idle timeout, an hour, and every
 // fault adds more. A PING after sendPingTimeout with no frame read, and
 // the connection closed when none comes back within pingTimeout (Go's
 // own default for it), bounds a dead connection at 45 s. Envoy sends no
@@ -127,7 +127,7 @@ var (
 func (p *Pool) newTransport(s *cluster.Spec) *http.Transport {
 	t := &http.Transport{
 		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     IdleTimeout,
+		IdleConnTimeout:     s.IdleTimeout,
 		// A proxy forwards Accept-Encoding as its client sent it; the
 		// transport would otherwise ask for gzip and inflate the answer.
 		DisableCompression: true,

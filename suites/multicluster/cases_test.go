@@ -191,17 +191,43 @@ func (ev crossings) summary() string {
 	return strings.Join(parts, " | ")
 }
 
-func runCrossing(ctx context.Context, r *rig, s setup, from, pod, sa, to, gw string, svcs ...string) (redgreen.Observation, error) {
-	obs := redgreen.Observation{Witness: witnessApps}
+// bothClusters brings setup s up and returns cluster-1, the source side
+// of every case but reverse-h2, and cluster-2.
+func bothClusters(ctx context.Context, r *rig, s setup) (member, member, error) {
+	return clusterPair(ctx, r, s, one, two)
+}
+
+// clusterPair brings setup s up and returns its members from and to.
+func clusterPair(ctx context.Context, r *rig, s setup, from, to string) (member, member, error) {
 	m, err := r.clusters(ctx, s)
 	if err != nil {
-		return obs, err
+		return member{}, member{}, err
 	}
 	src, err := memberOf(m, from)
 	if err != nil {
-		return obs, err
+		return member{}, member{}, err
 	}
 	dst, err := memberOf(m, to)
+	return src, dst, err
+}
+
+// crossingOf is the crossing from cluster-1's web pod to cluster-2's
+// service svc in o's evidence.
+func crossingOf(o redgreen.Observation, svc string) (*crossing, error) {
+	ev, err := redgreen.EvidenceOf[crossings](o)
+	if err != nil {
+		return nil, err
+	}
+	x := ev[one+"/"+webPod+" -> "+two+"/"+svc]
+	if x == nil {
+		return nil, fmt.Errorf("no crossing to %s measured", svc)
+	}
+	return x, nil
+}
+
+func runCrossing(ctx context.Context, r *rig, s setup, from, pod, sa, to, gw string, svcs ...string) (redgreen.Observation, error) {
+	obs := redgreen.Observation{Witness: witnessApps}
+	src, dst, err := clusterPair(ctx, r, s, from, to)
 	if err != nil {
 		return obs, err
 	}
@@ -284,15 +310,7 @@ func misroutedControl(r *rig, s setup) redgreen.Case {
 
 func runMisrouted(ctx context.Context, r *rig, s setup) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessApps}
-	m, err := r.clusters(ctx, s)
-	if err != nil {
-		return obs, err
-	}
-	src, err := memberOf(m, one)
-	if err != nil {
-		return obs, err
-	}
-	dst, err := memberOf(m, two)
+	src, dst, err := bothClusters(ctx, r, s)
 	if err != nil {
 		return obs, err
 	}
@@ -327,13 +345,9 @@ func runMisrouted(ctx context.Context, r *rig, s setup) (redgreen.Observation, e
 // dst-a's cluster (the positive witness that the wrong pod was reached)
 // and none to dst-b's.
 func checkMisrouted(o redgreen.Observation) error {
-	ev, err := redgreen.EvidenceOf[crossings](o)
+	x, err := crossingOf(o, "dst-b")
 	if err != nil {
 		return err
-	}
-	x := ev[one+"/"+webPod+" -> "+two+"/dst-b"]
-	if x == nil {
-		return errors.New("no crossing to dst-b measured")
 	}
 	if x.Outcomes["200"] != 0 {
 		return fmt.Errorf("%d of %d requests to dst-b were answered 200 (%v): the gateway did not misroute", x.Outcomes["200"], x.Sent, x.Outcomes)
@@ -354,15 +368,7 @@ func checkMisrouted(o redgreen.Observation) error {
 
 func runUnfederated(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessRefusal}
-	m, err := r.clusters(ctx, unfederated)
-	if err != nil {
-		return obs, err
-	}
-	src, err := memberOf(m, one)
-	if err != nil {
-		return obs, err
-	}
-	dst, err := memberOf(m, two)
+	src, dst, err := bothClusters(ctx, r, unfederated)
 	if err != nil {
 		return obs, err
 	}
@@ -391,13 +397,9 @@ func runUnfederated(ctx context.Context, r *rig) (redgreen.Observation, error) {
 // none, the gateway forwarded the sessions (they reached the destination)
 // and the destination's proxy refused and counted their handshakes.
 func checkUnfederated(o redgreen.Observation) error {
-	ev, err := redgreen.EvidenceOf[crossings](o)
+	x, err := crossingOf(o, "dst-a")
 	if err != nil {
 		return err
-	}
-	x := ev[one+"/"+webPod+" -> "+two+"/dst-a"]
-	if x == nil {
-		return errors.New("no crossing to dst-a measured")
 	}
 	if x.Outcomes["200"] != 0 || x.Apps["dst-a"].Saw != 0 {
 		return fmt.Errorf("without federation %d request(s) were answered 200 and the app saw %d", x.Outcomes["200"], x.Apps["dst-a"].Saw)
@@ -413,15 +415,7 @@ func checkUnfederated(o redgreen.Observation) error {
 
 func runUnexposed(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessApps}
-	m, err := r.clusters(ctx, federated)
-	if err != nil {
-		return obs, err
-	}
-	src, err := memberOf(m, one)
-	if err != nil {
-		return obs, err
-	}
-	dst, err := memberOf(m, two)
+	src, dst, err := bothClusters(ctx, r, federated)
 	if err != nil {
 		return obs, err
 	}
@@ -434,13 +428,9 @@ func runUnexposed(ctx context.Context, r *rig) (redgreen.Observation, error) {
 // an authority no export names), internal's app saw none, and the
 // gateway has no chain for it (no flow).
 func checkUnexposed(o redgreen.Observation) error {
-	ev, err := redgreen.EvidenceOf[crossings](o)
+	x, err := crossingOf(o, "internal")
 	if err != nil {
 		return err
-	}
-	x := ev[one+"/"+webPod+" -> "+two+"/internal"]
-	if x == nil {
-		return errors.New("no crossing to internal measured")
 	}
 	if x.Outcomes["404"] != x.Sent {
 		return fmt.Errorf("requests to internal got %v, want all %d answered 404", x.Outcomes, x.Sent)
@@ -458,15 +448,7 @@ func checkUnexposed(o redgreen.Observation) error {
 
 func runQUIC(ctx context.Context, r *rig) (redgreen.Observation, error) {
 	obs := redgreen.Observation{Witness: witnessQUIC}
-	m, err := r.clusters(ctx, federatedQUIC)
-	if err != nil {
-		return obs, err
-	}
-	src, err := memberOf(m, one)
-	if err != nil {
-		return obs, err
-	}
-	dst, err := memberOf(m, two)
+	src, dst, err := bothClusters(ctx, r, federatedQUIC)
 	if err != nil {
 		return obs, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
+	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
@@ -659,4 +660,12 @@ func TestNeverHandshakingClientsAreCutOff(t *testing.T) {
 	}
 	checkGood(t, "never-handshaking clients", ok.Load())
 	checkGrowth(t, "never-handshaking clients", before)
+}
+
+// The HTTP/3 inbound states its own header limit (package h3 cannot
+// import this one); both are Envoy's max_request_headers_kb.
+func TestHeaderLimitsAgree(t *testing.T) {
+	if h2.MaxHeaderBytes != h3.MaxHeaderBytes {
+		t.Errorf("h2.MaxHeaderBytes %d, h3.MaxHeaderBytes %d: one limit for every HTTP listener", h2.MaxHeaderBytes, h3.MaxHeaderBytes)
+	}
 }

@@ -38,6 +38,8 @@ const (
 
 // app is the destination app: it answers with, and records, the XFCC each
 // request carried. Its record is the witness; the client's view is not.
+// It reads a request's body before it answers, as an upload would, and
+// records only a request whose body arrived whole.
 type app struct {
 	srv  *http.Server
 	port uint16
@@ -57,6 +59,9 @@ func startApp(t testing.TB) *app {
 	}
 	a := &app{port: uint16(ln.Addr().(*net.TCPAddr).Port)}
 	a.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
 		x := r.Header.Get(h2.XFCC)
 		a.mu.Lock()
 		a.seen = append(a.seen, x)

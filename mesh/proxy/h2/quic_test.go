@@ -19,6 +19,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
@@ -128,4 +129,35 @@ func TestQUICConnectionKeepsItsChain(t *testing.T) {
 	if x := h3Get(t, m.twin(t, "src"), ep); x != "" {
 		t.Fatalf("after the update, a new connection's app saw XFCC %q, want none (the new chain)", x)
 	}
+}
+
+// TestQUICOversizedHeadersAreCounted: the QUIC inbound the proxy builds
+// refuses a request whose headers are past h3.MaxHeaderBytes with 431
+// (quic-go's own answer, which the handler never sees) and counts it on
+// the listener as h3_request_headers_too_large; the connection serves
+// on. mesh/proxy/h3's TestQPACKBombIs431 runs the attacks themselves.
+func TestQUICOversizedHeadersAreCounted(t *testing.T) {
+	m := newMesh(t, meshConfig{})
+	q, _ := m.quicInbound(t)
+	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), q.Addr().Port())
+	u := m.twin(t, "src")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+dstAuthority+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("h", 100<<10))
+	resp, err := u.RoundTrip(req, ep)
+	if err != nil {
+		t.Fatalf("oversized request over the QUIC inbound: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("100 KiB of headers over HTTP/3: status %d, want 431", resp.StatusCode)
+	}
+	if v := m.protocolErrors(q.Name(), metrics.ProtocolH3HeadersTooLarge); v != 1 {
+		t.Errorf("%s counted %v, want 1", metrics.ProtocolH3HeadersTooLarge, v)
+	}
+	h3Get(t, u, ep)
 }

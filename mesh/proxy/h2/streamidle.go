@@ -88,9 +88,14 @@ func (b *idleBody) check() {
 	if b.done {
 		return
 	}
-	idle := time.Since(time.Unix(0, b.last.Load()))
-	if b.reading.Load() == 0 || idle < b.timeout {
-		b.t.Reset(b.timeout - min(idle, b.timeout) + time.Millisecond)
+	if b.reading.Load() == 0 {
+		// Nothing waits on the client: a Read that starts counts from
+		// its start.
+		b.t.Reset(b.timeout)
+		return
+	}
+	if idle := time.Since(time.Unix(0, b.last.Load())); idle < b.timeout {
+		b.t.Reset(b.timeout - idle)
 		return
 	}
 	b.done, b.fired = true, true

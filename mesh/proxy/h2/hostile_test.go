@@ -689,6 +689,15 @@ func (m *mesh) serveOutboundHCM(t *testing.T, sa string, change func(*hcmv3.Http
 	if err != nil {
 		t.Fatal(err)
 	}
+	changeHCM(t, l, change)
+	m.outbound[sa].Close()
+	m.outbound[sa] = m.serve(t, l)
+	return m.outbound[sa]
+}
+
+// changeHCM changes every connection manager of l's filter chains.
+func changeHCM(t *testing.T, l *listenerv3.Listener, change func(*hcmv3.HttpConnectionManager)) {
+	t.Helper()
 	n := 0
 	for _, fc := range l.GetFilterChains() {
 		for _, f := range fc.GetFilters() {
@@ -709,11 +718,8 @@ func (m *mesh) serveOutboundHCM(t *testing.T, sa string, change func(*hcmv3.Http
 		}
 	}
 	if n == 0 {
-		t.Fatalf("outbound listener %s: no %s filter", l.GetName(), hcm.Filter)
+		t.Fatalf("listener %s: no %s filter", l.GetName(), hcm.Filter)
 	}
-	m.outbound[sa].Close()
-	m.outbound[sa] = m.serve(t, l)
-	return m.outbound[sa]
 }
 
 // slowBodyTimeout is the outbound listener's stream_idle_timeout in the

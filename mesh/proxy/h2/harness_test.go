@@ -47,8 +47,9 @@ type app struct {
 	seen []string
 	// encodings are the Accept-Encoding each request carried.
 	encodings []string
-	// closed counts the connections to the app that have closed.
-	closed atomic.Int32
+	// closed counts the connections to the app that have closed; opened
+	// those it has accepted.
+	closed, opened atomic.Int32
 }
 
 func startApp(t testing.TB) *app {
@@ -69,7 +70,10 @@ func startApp(t testing.TB) *app {
 		a.mu.Unlock()
 		io.WriteString(w, x)
 	}), ConnState: func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
+		switch s {
+		case http.StateNew:
+			a.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
 			a.closed.Add(1)
 		}
 	}}
@@ -89,6 +93,9 @@ func (a *app) peers() map[string]int {
 	}
 	return out
 }
+
+// open is how many connections to the app are open.
+func (a *app) open() int { return int(a.opened.Load() - a.closed.Load()) }
 
 func (a *app) count() int {
 	a.mu.Lock()

@@ -722,6 +722,16 @@ func changeHCM(t *testing.T, l *listenerv3.Listener, change func(*hcmv3.HttpConn
 	}
 }
 
+// waitOpen waits until the app has no more than n connections open: each
+// slow body the proxy cut held one from the inbound's pool, which must
+// close with it (the well-behaved client's may stay, idle, in the pool).
+// A leak hangs here and the test binary's timeout names it.
+func (a *app) waitOpen(n int) {
+	for a.open() > n {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // slowBodyTimeout is the outbound listener's stream_idle_timeout in the
 // slow-body tests, in place of Envoy's 5 minutes, so that the test waits
 // less; nothing is timed, each cut is waited on.
@@ -744,7 +754,7 @@ func TestSlowHTTP1BodiesAreCutOff(t *testing.T) {
 	m := newMesh(t, meshConfig{}, "src")
 	out := m.serveOutboundHCM(t, "src", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
 	m.warm(t)
-	seen := m.app.count()
+	seen, appOpen := m.app.count(), m.app.open()+1
 	before := readUsage(t)
 	start := make(chan struct{})
 	ok, done := m.wellBehaved("src", start)
@@ -774,6 +784,8 @@ func TestSlowHTTP1BodiesAreCutOff(t *testing.T) {
 	}
 	<-done
 	waitReleased(out, 0)
+	t.Logf("slow HTTP/1.1 bodies: %d connections to the app open at the cut's end", m.app.open())
+	m.app.waitOpen(appOpen)
 	if cut != attackers {
 		t.Errorf("slow HTTP/1.1 bodies: %d of %d cut with 408", cut, attackers)
 	}
@@ -797,7 +809,7 @@ func TestSlowH2BodiesAreCutOff(t *testing.T) {
 	m := newMesh(t, meshConfig{}, "src")
 	out := m.serveOutboundHCM(t, "src", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
 	m.warm(t)
-	seen := m.app.count()
+	seen, appOpen := m.app.count(), m.app.open()+1
 	before := readUsage(t)
 	start := make(chan struct{})
 	ok, done := m.wellBehaved("src", start)
@@ -865,6 +877,8 @@ func TestSlowH2BodiesAreCutOff(t *testing.T) {
 	}
 	a.mu.Unlock()
 	<-done
+	t.Logf("slow h2 bodies: %d connections to the app open at the cut's end", m.app.open())
+	m.app.waitOpen(appOpen)
 	if cut != attackers {
 		t.Errorf("slow h2 bodies: %d of %d streams cut with 408", cut, attackers)
 	}

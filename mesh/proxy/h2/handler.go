@@ -21,6 +21,9 @@ const (
 	FlagNoCluster       = "NC"
 	FlagNoHealthy       = "UH"
 	FlagUpstreamFailure = "UF"
+	// FlagStreamIdleTimeout: the connection manager's
+	// stream_idle_timeout ended the stream (streamidle.go).
+	FlagStreamIdleTimeout = "SI"
 )
 
 // XFCC is the header Envoy's forward_client_cert_details governs.

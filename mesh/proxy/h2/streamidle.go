@@ -9,10 +9,6 @@ import (
 	"time"
 )
 
-// FlagStreamIdleTimeout is Envoy's response flag for a stream its
-// stream_idle_timeout ended.
-const FlagStreamIdleTimeout = "SI"
-
 // idleBody is a downstream request's body under its connection manager's
 // stream_idle_timeout: while the proxy waits on a Read (the upstream
 // request pulls the body through it), a client that sends no byte for the

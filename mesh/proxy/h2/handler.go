@@ -12,6 +12,7 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/hcm"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 )
 
 // Envoy's response flags the data plane sets.
@@ -20,6 +21,9 @@ const (
 	FlagNoCluster       = "NC"
 	FlagNoHealthy       = "UH"
 	FlagUpstreamFailure = "UF"
+	// FlagStreamIdleTimeout: the connection manager's
+	// stream_idle_timeout ended the stream (streamidle.go).
+	FlagStreamIdleTimeout = "SI"
 )
 
 // XFCC is the header Envoy's forward_client_cert_details governs.
@@ -51,14 +55,31 @@ func (l *Listener) handler(d *downstream) http.Handler {
 		start := time.Now()
 		rec := hcm.Record{PeerURI: d.peer, SourceIdentity: d.source(), Authority: r.Host, Protocol: r.Proto}
 		cw := &countingWriter{ResponseWriter: w}
+		hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 		body := &countingReader{r: r.Body}
 		r.Body = body
+		var idle *idleBody
+		if t := d.chain.HCM.StreamIdleTimeout; t > 0 && hasBody {
+			idle = watchBody(body, w, t, func() { l.stats.ProtocolError(metrics.ProtocolStreamIdleTimeout) })
+			r.Body = idle
+		}
 		l.serve(d, cw, r, &rec)
+		// The body's watch ends before the handler does: the response
+		// writer is not the watch's to use after.
+		cut := idle != nil && idle.finish()
 		rec.Duration = time.Since(start)
 		rec.BytesReceived, rec.BytesSent = body.n, cw.n
+		if cut && rec.Flags != FlagStreamIdleTimeout {
+			// The body stalled after the response began: Envoy resets the
+			// stream rather than end a response the upstream cut short.
+			rec.Flags = FlagStreamIdleTimeout
+		}
 		l.stats.Request(rec.Cluster, rec.Status, orDash(rec.Flags))
 		if al := d.chain.HCM.AccessLog; al != nil {
 			l.opts.Logs.Write(al, rec)
+		}
+		if cut && rec.Status != http.StatusRequestTimeout {
+			panic(http.ErrAbortHandler)
 		}
 	})
 }
@@ -116,6 +137,10 @@ func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, 
 		out = withDownstream(out, d)
 	}
 	resp, err := l.opts.Pool.RoundTrip(c, ep, d.chain.FilterState, out)
+	if err != nil && timedOut(r) {
+		l.streamTimeout(w, r, rec)
+		return
+	}
 	if err != nil {
 		l.opts.Log.Info("http upstream failed", "listener", l.name, "cluster", c.Spec.Name, "host", ep.Addr, "err", err)
 		l.fail(w, rec, FlagUpstreamFailure, "upstream connect error or disconnect/reset before headers. reset reason: connection failure")
@@ -175,6 +200,25 @@ func (l *Listener) upstreamRequest(d *downstream, r *http.Request, c *cluster.Cl
 		out.Body = nil
 	}
 	return out
+}
+
+// timedOut says whether r's body was cut by the stream idle timeout.
+func timedOut(r *http.Request) bool {
+	b, ok := r.Body.(*idleBody)
+	return ok && b.timedOut()
+}
+
+// streamTimeout answers a request whose body the stream idle timeout cut,
+// as Envoy does before the response begins: 408, "stream timeout", and
+// over HTTP/1.1 the connection closed, its request unfinished.
+func (l *Listener) streamTimeout(w http.ResponseWriter, r *http.Request, rec *hcm.Record) {
+	rec.Status, rec.Flags = http.StatusRequestTimeout, FlagStreamIdleTimeout
+	w.Header().Set("Content-Type", "text/plain")
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	w.WriteHeader(http.StatusRequestTimeout)
+	_, _ = io.WriteString(w, "stream timeout")
 }
 
 // fail answers a local 503 as Envoy's router does, with its flag.

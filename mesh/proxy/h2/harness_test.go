@@ -38,6 +38,8 @@ const (
 
 // app is the destination app: it answers with, and records, the XFCC each
 // request carried. Its record is the witness; the client's view is not.
+// It reads a request's body before it answers, as an upload would, and
+// records only a request whose body arrived whole.
 type app struct {
 	srv  *http.Server
 	port uint16
@@ -45,8 +47,9 @@ type app struct {
 	seen []string
 	// encodings are the Accept-Encoding each request carried.
 	encodings []string
-	// closed counts the connections to the app that have closed.
-	closed atomic.Int32
+	// closed counts the connections to the app that have closed; opened
+	// those it has accepted.
+	closed, opened atomic.Int32
 }
 
 func startApp(t testing.TB) *app {
@@ -57,6 +60,9 @@ func startApp(t testing.TB) *app {
 	}
 	a := &app{port: uint16(ln.Addr().(*net.TCPAddr).Port)}
 	a.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
 		x := r.Header.Get(h2.XFCC)
 		a.mu.Lock()
 		a.seen = append(a.seen, x)
@@ -64,7 +70,10 @@ func startApp(t testing.TB) *app {
 		a.mu.Unlock()
 		io.WriteString(w, x)
 	}), ConnState: func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
+		switch s {
+		case http.StateNew:
+			a.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
 			a.closed.Add(1)
 		}
 	}}
@@ -84,6 +93,9 @@ func (a *app) peers() map[string]int {
 	}
 	return out
 }
+
+// open is how many connections to the app are open.
+func (a *app) open() int { return int(a.opened.Load() - a.closed.Load()) }
 
 func (a *app) count() int {
 	a.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,11 +17,19 @@ import (
 	"testing"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 
 	"github.com/aether-mesh/aether/mesh/proxy/cluster"
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
+	"github.com/aether-mesh/aether/mesh/proxy/h3"
+	"github.com/aether-mesh/aether/mesh/proxy/hcm"
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
@@ -659,4 +668,258 @@ func TestNeverHandshakingClientsAreCutOff(t *testing.T) {
 	}
 	checkGood(t, "never-handshaking clients", ok.Load())
 	checkGrowth(t, "never-handshaking clients", before)
+}
+
+// The HTTP/3 inbound states its own header limit (package h3 cannot
+// import this one); both are Envoy's max_request_headers_kb.
+func TestHeaderLimitsAgree(t *testing.T) {
+	if h2.MaxHeaderBytes != h3.MaxHeaderBytes {
+		t.Errorf("h2.MaxHeaderBytes %d, h3.MaxHeaderBytes %d: one limit for every HTTP listener", h2.MaxHeaderBytes, h3.MaxHeaderBytes)
+	}
+}
+
+// serveOutboundHCM serves sa's outbound listener again, from the agent's
+// resource with its connection manager changed by change, in place of
+// the one newMesh served.
+func (m *mesh) serveOutboundHCM(t *testing.T, sa string, change func(*hcmv3.HttpConnectionManager)) *h2.Listener {
+	t.Helper()
+	mc := agentmtls.Mesh{Domain: meshDomain, AccessLog: filepath.Join(m.logDir, "access.log")}
+	src := agentmtls.Pod{Namespace: ns, Name: sa + "-0", ID: id(sa)}
+	l, err := agentmtls.OutboundListenerFor(mc, src, []agentmtls.Route{{Service: "dst", Namespace: ns}}, agentmtls.HashableString)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changeHCM(t, l, change)
+	m.outbound[sa].Close()
+	m.outbound[sa] = m.serve(t, l)
+	return m.outbound[sa]
+}
+
+// changeHCM changes every connection manager of l's filter chains.
+func changeHCM(t *testing.T, l *listenerv3.Listener, change func(*hcmv3.HttpConnectionManager)) {
+	t.Helper()
+	n := 0
+	for _, fc := range l.GetFilterChains() {
+		for _, f := range fc.GetFilters() {
+			if f.GetName() != hcm.Filter {
+				continue
+			}
+			var h hcmv3.HttpConnectionManager
+			if err := f.GetTypedConfig().UnmarshalTo(&h); err != nil {
+				t.Fatal(err)
+			}
+			change(&h)
+			a, err := anypb.New(&h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("listener %s: no %s filter", l.GetName(), hcm.Filter)
+	}
+}
+
+// waitOpen waits until the app has no more than n connections open: each
+// slow body the proxy cut held one from the inbound's pool, which must
+// close with it (the well-behaved client's may stay, idle, in the pool).
+// A leak hangs here and the test binary's timeout names it.
+func (a *app) waitOpen(n int) {
+	for a.open() > n {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// slowBodyTimeout is the outbound listener's stream_idle_timeout in the
+// slow-body tests, in place of Envoy's 5 minutes, so that the test waits
+// less; nothing is timed, each cut is waited on.
+const slowBodyTimeout = 300 * time.Millisecond
+
+// slowBodyDeadline bounds how long an attacker waits for its cut: many
+// times the timeout, so that without one the test fails instead of
+// hanging.
+const slowBodyDeadline = 20 * time.Second
+
+// Slow bodies over HTTP/1.1 on the plain outbound listener: 100 clients
+// each send a POST's headers, announcing 1000 bytes of body, then 10 of
+// them, then nothing. The proxy forwards the headers and waits on the
+// body as the upstream pulls it; at the listener's stream_idle_timeout
+// (set in its HttpConnectionManager) each is answered 408 "stream
+// timeout" and its connection closed, and counted as
+// stream_idle_timeout. The app sees none whole; the well-behaved client
+// on the same listener keeps its requests meanwhile.
+func TestSlowHTTP1BodiesAreCutOff(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "src")
+	out := m.serveOutboundHCM(t, "src", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
+	m.warm(t)
+	seen, appOpen := m.app.count(), m.app.open()+1
+	before := readUsage(t)
+	start := make(chan struct{})
+	ok, done := m.wellBehaved("src", start)
+	const attackers = 100
+	conns := make([]net.Conn, attackers)
+	for i := range conns {
+		c, err := net.Dial("tcp4", out.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\n%s", dstAuthority, strings.Repeat("b", 10))
+		_ = c.SetReadDeadline(time.Now().Add(slowBodyDeadline))
+		conns[i] = c
+	}
+	close(start)
+	cut := 0
+	for i, c := range conns {
+		got := waitClosed(c)
+		if strings.HasPrefix(got, "HTTP/1.1 408 ") && strings.HasSuffix(got, "stream timeout") {
+			cut++
+			continue
+		}
+		if i < 3 {
+			t.Errorf("slow body %d: answered %q, want 408 \"stream timeout\" and the connection closed", i, got)
+		}
+	}
+	<-done
+	waitReleased(out, 0)
+	t.Logf("slow HTTP/1.1 bodies: %d connections to the app open at the cut's end", m.app.open())
+	m.app.waitOpen(appOpen)
+	if cut != attackers {
+		t.Errorf("slow HTTP/1.1 bodies: %d of %d cut with 408", cut, attackers)
+	}
+	if v := m.protocolErrors(out.Name(), metrics.ProtocolStreamIdleTimeout); v != attackers {
+		t.Errorf("slow HTTP/1.1 bodies: %s counted %v, want %d", metrics.ProtocolStreamIdleTimeout, v, attackers)
+	}
+	if got := m.app.count() - seen - int(ok.Load()); got > 0 {
+		t.Errorf("slow HTTP/1.1 bodies: the app took %d whole requests past the good client's", got)
+	}
+	checkGood(t, "slow HTTP/1.1 bodies", ok.Load())
+	checkGrowth(t, "slow HTTP/1.1 bodies", before)
+}
+
+// Slow bodies over h2c on the plain outbound listener: one connection
+// opens 100 streams, each a POST's HEADERS announcing 1000 bytes and a
+// DATA frame of 10, then nothing. Each stream is answered 408 at the
+// stream_idle_timeout and counted; the connection serves on (a GET on it
+// after the cuts is answered 200), and the well-behaved client keeps its
+// requests.
+func TestSlowH2BodiesAreCutOff(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "src")
+	out := m.serveOutboundHCM(t, "src", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
+	m.warm(t)
+	seen, appOpen := m.app.count(), m.app.open()+1
+	before := readUsage(t)
+	start := make(chan struct{})
+	ok, done := m.wellBehaved("src", start)
+
+	a := dialH2C(t, out.Addr().String())
+	const attackers = 100
+	a.hbuf.Reset()
+	for _, hf := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":authority", Value: dstAuthority}, {Name: ":path", Value: "/"}, {Name: "content-length", Value: "1000"}} {
+		_ = a.enc.WriteField(hf)
+	}
+	post := bytes.Clone(a.hbuf.Bytes())
+	for i := range attackers {
+		id := uint32(2*i + 1)
+		// The same block each time: its literals refer to no entry of
+		// the dynamic table, only add to it.
+		if err := a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: post, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.fr.WriteData(id, false, bytes.Repeat([]byte("b"), 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.encReset()
+	if err := a.bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	close(start)
+	deadline := time.After(slowBodyDeadline)
+	for n := range attackers {
+		select {
+		case <-a.answered:
+		case <-a.closed:
+			t.Fatalf("slow h2 bodies: the connection closed with %d of %d answers", n, attackers)
+		case <-deadline:
+			t.Fatalf("slow h2 bodies: %d of %d streams answered in %v; the rest are held", n, attackers, slowBodyDeadline)
+		}
+	}
+	a.mu.Lock()
+	cut := 0
+	for i := range attackers {
+		if s := a.status[uint32(2*i+1)]; s == "408" {
+			cut++
+		} else if i < 3 {
+			t.Errorf("slow h2 body %d: status %s, want 408", i, s)
+		}
+	}
+	a.mu.Unlock()
+	// The connection serves on.
+	last := uint32(2*attackers + 1)
+	if err := a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: last, BlockFragment: a.block(dstAuthority), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.answered:
+	case <-a.closed:
+		t.Fatal("slow h2 bodies: the connection closed before the request after the cuts was answered")
+	}
+	a.mu.Lock()
+	if s := a.status[last]; s != "200" {
+		t.Errorf("slow h2 bodies: the request after the cuts got %s, want 200", s)
+	}
+	a.mu.Unlock()
+	<-done
+	t.Logf("slow h2 bodies: %d connections to the app open at the cut's end", m.app.open())
+	m.app.waitOpen(appOpen)
+	if cut != attackers {
+		t.Errorf("slow h2 bodies: %d of %d streams cut with 408", cut, attackers)
+	}
+	if v := m.protocolErrors(out.Name(), metrics.ProtocolStreamIdleTimeout); v != attackers {
+		t.Errorf("slow h2 bodies: %s counted %v, want %d", metrics.ProtocolStreamIdleTimeout, v, attackers)
+	}
+	if got := m.app.count() - seen - int(ok.Load()) - 1; got > 0 {
+		t.Errorf("slow h2 bodies: the app took %d whole requests past the good client's", got)
+	}
+	checkGood(t, "slow h2 bodies", ok.Load())
+	checkGrowth(t, "slow h2 bodies", before)
+}
+
+// A slow body the proxy never reads: a POST for an authority no route
+// takes is answered 404 at once, and net/http would then wait, with no
+// deadline, for the rest of its body (it reads up to 256 KiB of it so
+// that the connection can serve on). The body has the stream idle
+// timeout in all after the answer: each connection is closed by it.
+func TestUnreadSlowBodyIsBounded(t *testing.T) {
+	m := newMesh(t, meshConfig{}, "src")
+	out := m.serveOutboundHCM(t, "src", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
+	const attackers = 20
+	conns := make([]net.Conn, attackers)
+	for i := range conns {
+		c, err := net.Dial("tcp4", out.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: nobody.example\r\nContent-Length: 1000\r\n\r\n%s", strings.Repeat("b", 10))
+		_ = c.SetReadDeadline(time.Now().Add(slowBodyDeadline))
+		conns[i] = c
+	}
+	for i, c := range conns {
+		got := waitClosed(c)
+		if !strings.HasPrefix(got, "HTTP/1.1 404 ") {
+			t.Errorf("unread slow body %d: answered %q, want 404", i, got)
+		}
+		if strings.Count(got, "HTTP/1.1 ") != 1 {
+			t.Errorf("unread slow body %d: %q, want one answer", i, got)
+		}
+	}
+	waitReleased(out, 0)
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 )
 
-// The limits a hostile downstream meets on the HTTP listeners.
+// The limits a hostile downstream meets on the HTTP listeners. A slow
+// request body meets its connection manager's stream_idle_timeout
+// (streamidle.go); the QUIC inbound's own are in mesh/proxy/h3.
 
 // MaxHeaderBytes bounds a downstream request's header list, HTTP/1.1 and
 // HTTP/2 alike: Envoy's default max_request_headers_kb, 60 KiB, where

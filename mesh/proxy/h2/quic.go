@@ -71,6 +71,7 @@ func ListenQUIC(spec *listener.Spec, clusters Clusters, o Options) (*QUICListene
 		ConnectionIDs:    ids,
 		Observer:         o.Metrics.QUICInbound(spec.Name),
 		Trusted:          q.trusted,
+		HeadersTooLarge:  func() { base.stats.ProtocolError(metrics.ProtocolH3HeadersTooLarge) },
 	})
 	if err != nil {
 		_ = conn.Close()

@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/quic-go/quic-go"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aether-mesh/aether/mesh/agent/eastwest"
 	agentmtls "github.com/aether-mesh/aether/mesh/agent/mtls"
 	"github.com/aether-mesh/aether/mesh/proxy/h2"
 	"github.com/aether-mesh/aether/mesh/proxy/h3"
 	"github.com/aether-mesh/aether/mesh/proxy/listener"
+	"github.com/aether-mesh/aether/mesh/proxy/metrics"
 	"github.com/aether-mesh/aether/mesh/xdsnames"
 )
 
@@ -26,6 +29,13 @@ import (
 // loopback port (the contract's 0.0.0.0:18008 lives in a pod netns, which
 // these tests do not need).
 func (m *mesh) quicInbound(t *testing.T) (*h2.QUICListener, *listener.Spec) {
+	t.Helper()
+	return m.quicInboundHCM(t, nil)
+}
+
+// quicInboundHCM is quicInbound with the listener's connection managers
+// changed by change, when it is set.
+func (m *mesh) quicInboundHCM(t *testing.T, change func(*hcmv3.HttpConnectionManager)) (*h2.QUICListener, *listener.Spec) {
 	t.Helper()
 	mc := agentmtls.Mesh{Domain: meshDomain, AccessLog: filepath.Join(m.logDir, "access.log")}
 	dst := agentmtls.Pod{Namespace: ns, Name: "dst-0", ID: id("dst"), IP: netip.MustParseAddr("127.0.0.1"),
@@ -37,6 +47,9 @@ func (m *mesh) quicInbound(t *testing.T) (*h2.QUICListener, *listener.Spec) {
 	ql, err := eastwest.QuicInbound(in, ns, "dst-0", "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if change != nil {
+		changeHCM(t, ql, change)
 	}
 	spec, err := listener.FromProto(ql)
 	if err != nil {
@@ -127,5 +140,90 @@ func TestQUICConnectionKeepsItsChain(t *testing.T) {
 	}
 	if x := h3Get(t, m.twin(t, "src"), ep); x != "" {
 		t.Fatalf("after the update, a new connection's app saw XFCC %q, want none (the new chain)", x)
+	}
+}
+
+// TestQUICOversizedHeadersAreCounted: the QUIC inbound the proxy builds
+// refuses a request whose headers are past h3.MaxHeaderBytes with 431
+// (quic-go's own answer, which the handler never sees) and counts it on
+// the listener as h3_request_headers_too_large; the connection serves
+// on. mesh/proxy/h3's TestQPACKBombIs431 runs the attacks themselves.
+func TestQUICOversizedHeadersAreCounted(t *testing.T) {
+	m := newMesh(t, meshConfig{})
+	q, _ := m.quicInbound(t)
+	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), q.Addr().Port())
+	u := m.twin(t, "src")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+dstAuthority+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("h", 100<<10))
+	resp, err := u.RoundTrip(req, ep)
+	if err != nil {
+		t.Fatalf("oversized request over the QUIC inbound: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("100 KiB of headers over HTTP/3: status %d, want 431", resp.StatusCode)
+	}
+	if v := m.protocolErrors(q.Name(), metrics.ProtocolH3HeadersTooLarge); v != 1 {
+		t.Errorf("%s counted %v, want 1", metrics.ProtocolH3HeadersTooLarge, v)
+	}
+	h3Get(t, u, ep)
+}
+
+// Slow bodies over HTTP/3 to the QUIC inbound: 20 requests on one
+// connection each announce 1000 bytes of body, send 10, then nothing.
+// The inbound's stream_idle_timeout (set in its HttpConnectionManager)
+// answers each 408 and counts it; the connection serves on.
+func TestSlowH3BodiesAreCutOff(t *testing.T) {
+	m := newMesh(t, meshConfig{})
+	q, _ := m.quicInboundHCM(t, func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
+	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), q.Addr().Port())
+	u := m.twin(t, "src")
+	h3Get(t, u, ep)
+	seen := m.app.count()
+	ctx, cancel := context.WithTimeout(context.Background(), slowBodyDeadline)
+	defer cancel()
+	const attackers = 20
+	status := make(chan int, attackers)
+	for range attackers {
+		go func() {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go func() { _, _ = pw.Write([]byte(strings.Repeat("b", 10))) }()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dstAuthority+"/", pr)
+			if err != nil {
+				status <- 0
+				return
+			}
+			req.ContentLength = 1000
+			resp, err := u.RoundTrip(req, ep)
+			if err != nil {
+				t.Logf("slow h3 body: %v", err)
+				status <- 0
+				return
+			}
+			resp.Body.Close()
+			status <- resp.StatusCode
+		}()
+	}
+	cut := 0
+	for range attackers {
+		if <-status == http.StatusRequestTimeout {
+			cut++
+		}
+	}
+	if cut != attackers {
+		t.Errorf("slow h3 bodies: %d of %d answered 408", cut, attackers)
+	}
+	if v := m.protocolErrors(q.Name(), metrics.ProtocolStreamIdleTimeout); v != attackers {
+		t.Errorf("slow h3 bodies: %s counted %v, want %d", metrics.ProtocolStreamIdleTimeout, v, attackers)
+	}
+	h3Get(t, u, ep)
+	if got := m.app.count() - seen - 1; got != 0 {
+		t.Errorf("slow h3 bodies: the app took %d whole requests past the one after the cuts", got)
 	}
 }

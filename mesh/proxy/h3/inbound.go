@@ -31,6 +31,21 @@ import (
 // connection with STREAM_LIMIT_ERROR.
 const MaxIncomingStreams = 100
 
+// MaxHeaderBytes bounds a request's header section: Envoy's default
+// max_request_headers_kb, 60 KiB, the TCP listeners' limit too
+// (h2.MaxHeaderBytes), where quic-go's default is net/http's 1 MiB.
+// quic-go measures the section as RFC 9114 does, each field's name and
+// value plus 32 bytes, and advertises the limit as
+// SETTINGS_MAX_FIELD_SECTION_SIZE. It answers 431 itself, and stops
+// reading the stream (H3_EXCESSIVE_LOAD), when a HEADERS frame is longer
+// than the limit, before reading it, or when the fields decoded so far
+// pass it: a QPACK bomb, a small block that decodes large, is decoded no
+// further than the limit. Its QPACK decoder has no dynamic table
+// (capacity 0), so a block can only repeat static table entries, or
+// carry Huffman literals; a dynamic reference resets the stream with
+// QPACK_DECOMPRESSION_FAILED.
+const MaxHeaderBytes = 60 << 10
+
 // InboundOptions are what a QuicDownstreamTransport configures.
 type InboundOptions struct {
 	// TLS gives each handshake its configuration: the listener's
@@ -59,6 +74,10 @@ type InboundOptions struct {
 	// Trusted says whether a trust domain has a bundle: a refused peer
 	// from a domain without one is counted as foreign.
 	Trusted func(spiffeid.TrustDomain) bool
+	// HeadersTooLarge, when set, is told of every request quic-go
+	// answered 431 for headers past MaxHeaderBytes, which the handler
+	// never sees. It must not block.
+	HeadersTooLarge func()
 }
 
 // Inbound is one pod's HTTP/3 inbound.
@@ -138,7 +157,8 @@ func (in *Inbound) serve() error {
 		}
 		in.ln = ln
 	}
-	srv := &http3.Server{TLSConfig: tc, QUICConfig: qc, Handler: in.opts.Handler, ConnContext: in.opts.ConnContext}
+	srv := &http3.Server{TLSConfig: tc, QUICConfig: qc, Handler: in.opts.Handler, ConnContext: in.opts.ConnContext,
+		MaxHeaderBytes: MaxHeaderBytes, RequestHeadersTooLarge: in.opts.HeadersTooLarge}
 	done := make(chan error, 1)
 	ln := in.ln
 	go func() { done <- srv.ServeListener(ln) }()

@@ -53,7 +53,16 @@ type Config struct {
 	// OnDemand is the on_demand filter's ODCDS timeout; zero is no
 	// on_demand filter, and a missing cluster is answered at once.
 	OnDemand time.Duration
+	// StreamIdleTimeout is stream_idle_timeout: how long the proxy waits
+	// for the next byte of a request's body before it answers 408 (or
+	// resets the stream, once the response has begun). Unset is Envoy's
+	// default, DefaultStreamIdleTimeout; zero disables it.
+	StreamIdleTimeout time.Duration
 }
+
+// DefaultStreamIdleTimeout is Envoy's stream_idle_timeout when the field
+// is unset.
+const DefaultStreamIdleTimeout = 5 * time.Minute
 
 // VirtualHost is one virtual host with a single "/" route: to a cluster or
 // a direct response.
@@ -123,10 +132,19 @@ func FromFilter(f *listenerv3.Filter, path string) (*Config, error) {
 	if err := h.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := fields.Only(&h, path, "stat_prefix", "codec_type", "route_config", "http_filters", "access_log", "forward_client_cert_details", "set_current_client_cert_details"); err != nil {
+	if err := fields.Only(&h, path, "stat_prefix", "codec_type", "route_config", "http_filters", "access_log", "forward_client_cert_details", "set_current_client_cert_details", "stream_idle_timeout"); err != nil {
 		return nil, err
 	}
-	c := &Config{StatPrefix: h.GetStatPrefix()}
+	c := &Config{StatPrefix: h.GetStatPrefix(), StreamIdleTimeout: DefaultStreamIdleTimeout}
+	if d := h.GetStreamIdleTimeout(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, fmt.Errorf("%s.stream_idle_timeout: %w", path, err)
+		}
+		c.StreamIdleTimeout = d.AsDuration()
+		if c.StreamIdleTimeout < 0 {
+			return nil, fmt.Errorf("%s.stream_idle_timeout: %v is negative", path, c.StreamIdleTimeout)
+		}
+	}
 	switch h.GetCodecType() {
 	case hcmv3.HttpConnectionManager_AUTO:
 		c.Codec = Auto

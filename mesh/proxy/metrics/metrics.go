@@ -102,7 +102,7 @@ func New() *Metrics {
 	m.httpRequests = cv("aether_proxy_http_requests_total", "HTTP requests answered by an HTTP listener, by routed cluster, status and response flags.", "listener", "cluster", "code", "flags")
 	m.httpRefused = cv("aether_proxy_http_tls_refused_total", "Downstream TLS handshakes refused by an HTTP listener, by reason.", "listener", "reason")
 	m.httpAcceptErrors = cv("aether_proxy_http_accept_errors_total", "Failed accepts on an HTTP listener (each is followed by a backoff).", "listener")
-	m.httpProtocolErrors = cv("aether_proxy_http_downstream_protocol_errors_total", "HTTP/2 protocol errors a downstream connection caused at an HTTP listener, by reason: x/net's (conn_ENHANCE_YOUR_CALM_too_many_early_resets is a rapid reset cut off), or conn_<code>_read for a frame read (conn_PROTOCOL_ERROR_read: a CONTINUATION flood among them), or http1_request_headers_timeout and http1_request_headers_too_large for an HTTP/1.1 connection closed before its request reached the router.", "listener", "reason")
+	m.httpProtocolErrors = cv("aether_proxy_http_downstream_protocol_errors_total", "HTTP/2 protocol errors a downstream connection caused at an HTTP listener, by reason: x/net's (conn_ENHANCE_YOUR_CALM_too_many_early_resets is a rapid reset cut off), or conn_<code>_read for a frame read (conn_PROTOCOL_ERROR_read: a CONTINUATION flood among them), or http1_request_headers_timeout and http1_request_headers_too_large for an HTTP/1.1 connection closed before its request reached the router, or h3_request_headers_too_large for an HTTP/3 request answered 431 before it reached the router, or stream_idle_timeout for a request body that stalled past the connection manager's stream_idle_timeout (any HTTP version).", "listener", "reason")
 	m.httpConns = cv("aether_proxy_http_upstream_connections_total", "Upstream connections an HTTP cluster's pool opened, by the identity its handshake presented.", "cluster", "identity")
 	m.quicStarted = cv("aether_proxy_quic_inbound_connections_started_total", "Connections a QUIC inbound began for a new client's Initial, whether or not their handshake ends.", "listener")
 	m.quicRefused = cv("aether_proxy_quic_inbound_refused_total", "Handshakes a QUIC inbound refused, by reason.", "listener", "reason")
@@ -249,6 +249,8 @@ func (m *Metrics) HTTPListener(name string) *HTTPListener {
 	m.httpProtocolErrors.WithLabelValues(name, ProtocolReadError)
 	m.httpProtocolErrors.WithLabelValues(name, ProtocolHeadersTimeout)
 	m.httpProtocolErrors.WithLabelValues(name, ProtocolHeadersTooLarge)
+	m.httpProtocolErrors.WithLabelValues(name, ProtocolH3HeadersTooLarge)
+	m.httpProtocolErrors.WithLabelValues(name, ProtocolStreamIdleTimeout)
 	return &HTTPListener{AcceptErrors: m.httpAcceptErrors.WithLabelValues(name), name: name, requests: m.httpRequests,
 		protocolErrors: m.httpProtocolErrors, answered: map[requestKey]prometheus.Counter{}}
 }
@@ -290,6 +292,14 @@ const (
 	// ProtocolHeadersTooLarge: net/http answered an HTTP/1.1 request 431,
 	// its headers past the limit, and closed the connection.
 	ProtocolHeadersTooLarge = "http1_request_headers_too_large"
+	// ProtocolH3HeadersTooLarge: quic-go answered an HTTP/3 request 431,
+	// its HEADERS frame or its decoded field section past the limit (a
+	// QPACK bomb among them); the connection serves on.
+	ProtocolH3HeadersTooLarge = "h3_request_headers_too_large"
+	// ProtocolStreamIdleTimeout: a request's body sent no byte for the
+	// connection manager's stream_idle_timeout while the proxy waited
+	// for it (a slow body), and the request was answered 408 or reset.
+	ProtocolStreamIdleTimeout = "stream_idle_timeout"
 )
 
 // ProtocolError counts one HTTP/2 protocol error by x/net's reason: it is

@@ -176,6 +176,12 @@ type Server struct {
 	// used.
 	MaxHeaderBytes int
 
+	// RequestHeadersTooLarge, when set, is called once for every request
+	// the server refuses with 431 because its HEADERS frame or its decoded
+	// header section is past MaxHeaderBytes: the server writes that answer
+	// itself, and the handler never sees the request (aether.patch).
+	RequestHeadersTooLarge func()
+
 	// AdditionalSettings specifies additional HTTP/3 settings.
 	// It is invalid to specify any settings defined by RFC 9114 (HTTP/3) and RFC 9297 (HTTP Datagrams).
 	AdditionalSettings map[uint64]uint64
@@ -487,6 +493,7 @@ func (s *Server) newRawServerConn(conn *quic.Conn) (*RawServerConn, *quic.SendSt
 		s.Handler,
 		s.maxHeaderBytes(),
 	)
+	hconn.headersTooLarge = s.RequestHeadersTooLarge
 
 	// open the control stream and send a SETTINGS frame, it's also used to send a GOAWAY frame later
 	// when the server is gracefully closed

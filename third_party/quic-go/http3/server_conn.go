@@ -27,6 +27,8 @@ type RawServerConn struct {
 	serverContext  context.Context
 	requestHandler http.Handler
 	maxHeaderBytes int
+	// headersTooLarge is Server.RequestHeadersTooLarge (aether.patch).
+	headersTooLarge func()
 
 	decoder       *qpack.Decoder
 	priorityAware atomic.Bool // whether the client sent an RFC 9218 priority signal
@@ -306,6 +308,9 @@ func (c *RawServerConn) handleControlStream(_ *quic.ReceiveStream, fp *framePars
 }
 
 func (c *RawServerConn) rejectWithHeaderFieldsTooLarge(str *stateTrackingStream) {
+	if c.headersTooLarge != nil {
+		c.headersTooLarge()
+	}
 	hstr := newStream(str, c.rawConn, nil, nil, c.qlogger)
 	defer hstr.Close()
 	r := newResponseWriter(hstr, c.rawConn, false, c.logger)

@@ -140,6 +140,10 @@ func refusal(req *cache.DeltaRequest, sub cache.Subscription, refused []string) 
 	}
 }
 
+// slowJudgment is how long names may wait for the agent's lock before
+// the wait is logged.
+const slowJudgment = 100 * time.Millisecond
+
 // judging holds, per stream, the last CDS watch made while names were
 // being judged (judgedWatch). A watch learns its stream from the request
 // it answers: the server tells the request callback of each request,
@@ -218,6 +222,7 @@ type judgedWatch struct {
 	sub   cache.Subscription
 	value chan cache.DeltaResponse
 	prev  *judgedWatch
+	made  time.Time
 	// done is closed once the names are judged and the watch made or
 	// given up; unsent are then the refusals the next watch states.
 	done   chan struct{}
@@ -286,7 +291,7 @@ func (o *onDemandCDS) judged(req *cache.DeltaRequest, sub cache.Subscription, va
 		a.judging.forget(j.stream)
 		return o.Cache.CreateDeltaWatch(req, sub, value)
 	}
-	w := &judgedWatch{req: req, sub: sub, value: value, prev: j.prev,
+	w := &judgedWatch{req: req, sub: sub, value: value, prev: j.prev, made: time.Now(),
 		done: make(chan struct{}), stop: make(chan struct{})}
 	a.judging.mu.Lock()
 	a.judging.tail[j.stream] = w
@@ -307,11 +312,20 @@ func (o *onDemandCDS) judge(w *judgedWatch) {
 		refused = w.prev.unsent
 	}
 	if names := w.req.GetResourceNamesSubscribe(); len(names) > 0 {
-		for _, name := range a.admit(names) {
+		start := time.Now()
+		a.mu.Lock()
+		if waited := time.Since(start); waited > slowJudgment {
+			// An admission's own time is logged with it ("took"); this
+			// is the time it waited for a build or another stream's.
+			a.log.Info("on-demand names waited for the agent's lock", "clusters", names, "waited", waited,
+				"since_request", time.Since(w.made))
+		}
+		for _, name := range a.admitLocked(names) {
 			if !slices.Contains(refused, name) {
 				refused = append(refused, name)
 			}
 		}
+		a.mu.Unlock()
 	}
 	if a.opts.Controls.UnansweredRefusals {
 		refused = nil

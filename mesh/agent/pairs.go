@@ -68,10 +68,14 @@ func (a *Agent) endFetchWindow() {
 	a.pairs.FetchWindowEnded()
 }
 
-// Flush waits until every change to the QUIC pairs made so far is on
-// disk (or failed, and was logged) and every prune is judged: an agent
-// stopping calls it last.
-func (a *Agent) Flush() { a.pairs.Flush() }
+// Flush waits until every on-demand name being judged is judged, every
+// change to the QUIC pairs made so far is on disk (or failed, and was
+// logged) and every prune is judged: an agent stopping calls it last.
+func (a *Agent) Flush() {
+	// A judgment under way may still admit a pair.
+	a.judging.running.Wait()
+	a.pairs.Flush()
+}
 
 // Pairs lists the recorded pairs, sorted by twin name.
 func (a *Agent) Pairs() []pairs.Status { return a.pairs.Status() }

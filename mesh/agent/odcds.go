@@ -314,18 +314,19 @@ func (o *onDemandCDS) judge(w *judgedWatch) {
 	if names := w.req.GetResourceNamesSubscribe(); len(names) > 0 {
 		start := time.Now()
 		a.mu.Lock()
-		if waited := time.Since(start); waited > slowJudgment {
-			// An admission's own time is logged with it ("took"); this
-			// is the time it waited for a build or another stream's.
-			a.log.Info("on-demand names waited for the agent's lock", "clusters", names, "waited", waited,
-				"since_request", time.Since(w.made))
-		}
+		waited := time.Since(start)
 		for _, name := range a.admitLocked(names) {
 			if !slices.Contains(refused, name) {
 				refused = append(refused, name)
 			}
 		}
 		a.mu.Unlock()
+		if waited > slowJudgment {
+			// An admission's own time is logged with it ("took"); this
+			// is the time it waited for a build or another stream's.
+			a.log.Info("on-demand names waited for the agent's lock", "clusters", names, "waited", waited,
+				"since_request", time.Since(w.made))
+		}
 	}
 	if a.opts.Controls.UnansweredRefusals {
 		refused = nil

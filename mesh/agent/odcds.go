@@ -522,9 +522,11 @@ func (a *Agent) admitTwin(name string) string {
 	}
 	c, cla := tw[0], tw[1]
 	// A twin admitted on demand is published at once, outside any build:
-	// the snapshot it joins must pass the same gates a build's does.
+	// the snapshot it joins must pass the same gates a build's does. The
+	// snapshot passed them before the twin, so its listeners and routes
+	// are not walked again (validate.CheckAddedClusters).
 	next := withTwin(a.current, c, cla)
-	if err := validate.Check(next.Resources); err != nil {
+	if err := validate.CheckAddedClusters(next.Resources); err != nil {
 		if gates, ok := a.opts.Controls.passes(err); ok {
 			a.log.Warn("TEST ONLY: a test-only control publishes a twin the config gates refuse", "cluster", name, "gates", gates, "err", err)
 		} else {

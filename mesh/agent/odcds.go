@@ -221,8 +221,11 @@ type judgedWatch struct {
 	req   *cache.DeltaRequest
 	sub   cache.Subscription
 	value chan cache.DeltaResponse
-	prev  *judgedWatch
-	made  time.Time
+	// behind: made after another of the stream's judged watches, which
+	// its judgment waits for. Only its goroutine holds that one, so a
+	// stream's judged watches go as each is done, not as a chain.
+	behind bool
+	made   time.Time
 	// done is closed once the names are judged and the watch made or
 	// given up; unsent are then the refusals the next watch states.
 	done   chan struct{}
@@ -291,25 +294,26 @@ func (o *onDemandCDS) judged(req *cache.DeltaRequest, sub cache.Subscription, va
 		a.judging.forget(j.stream)
 		return o.Cache.CreateDeltaWatch(req, sub, value)
 	}
-	w := &judgedWatch{req: req, sub: sub, value: value, prev: j.prev, made: time.Now(),
+	w := &judgedWatch{req: req, sub: sub, value: value, behind: j.prev != nil, made: time.Now(),
 		done: make(chan struct{}), stop: make(chan struct{})}
 	a.judging.mu.Lock()
 	a.judging.tail[j.stream] = w
 	a.judging.mu.Unlock()
 	a.judging.running.Add(1)
-	go o.judge(w)
+	go o.judge(w, j.prev)
 	return w.cancelWatch, nil
 }
 
-// judge judges w's names, after the stream's previous judged watch, then
-// states the refusals and makes the cache's watch unless w is cancelled.
-func (o *onDemandCDS) judge(w *judgedWatch) {
+// judge judges w's names, after prev (the stream's previous judged
+// watch, if any), then states the refusals and makes the cache's watch
+// unless w is cancelled.
+func (o *onDemandCDS) judge(w, prev *judgedWatch) {
 	a := o.a
 	defer a.judging.running.Done()
 	var refused []string
-	if w.prev != nil {
-		<-w.prev.done
-		refused = w.prev.unsent
+	if prev != nil {
+		<-prev.done
+		refused = prev.unsent
 	}
 	if names := w.req.GetResourceNamesSubscribe(); len(names) > 0 {
 		start := time.Now()

@@ -210,7 +210,7 @@ func chained(a *Agent) bool {
 	a.judging.mu.Lock()
 	defer a.judging.mu.Unlock()
 	for _, w := range a.judging.tail {
-		if w.prev != nil {
+		if w.behind {
 			return true
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -192,6 +193,16 @@ type Agent struct {
 	// unjudged are the CDS watches whose request subscribed to names
 	// before the first build: answered when it lands (odcds.go).
 	unjudged []*unjudgedWatch
+	// built is set once a build is published (state is no longer nil):
+	// read without a.mu by the stream loops, which must not wait on it.
+	built atomic.Bool
+	// judging orders each stream's CDS watches behind the judgment of
+	// the names its requests subscribe to, made off the stream's loop
+	// (odcds.go).
+	judging judging
+	// admitting, when set (by tests), is called before each name is
+	// judged, a.mu held: it stands for a slow admission.
+	admitting func(name string)
 }
 
 // New returns an agent with an empty snapshot cache: with a state dir,
@@ -523,6 +534,7 @@ func (a *Agent) published(st *registry.State, out *Output, twins map[string]serv
 	a.serial++
 	a.current, a.version, a.lastErr, a.restored = out, version, nil, false
 	a.state, a.twins = st, twins
+	a.built.Store(true)
 	a.settlePairs()
 	a.metrics.twins.Set(float64(len(twins)))
 	a.judgeUnjudged()

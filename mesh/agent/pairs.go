@@ -26,11 +26,17 @@ func newPairs(opts Options) (*pairs.Set, error) {
 		DropOnRemoval: opts.Controls.DropPairOnRemoval, PruneUnfetchedSinceStart: opts.Controls.PruneUnfetchedSinceStart})
 }
 
-// cdsRequest tells the set of a CDS request; a.mu is not held. It is
-// taken: a fresh stream's prune of a dormant pair must not fall between
-// a build's overlay, which may republish that pair's twin, and its
-// settle, or the twin would be served with no pair to withdraw it.
+// cdsRequest tells the set of a CDS request, on the stream's loop; a.mu
+// is not held. For a stream's first request it is taken: a fresh
+// stream's prune of a dormant pair must not fall between a build's
+// overlay, which may republish that pair's twin, and its settle, or the
+// twin would be served with no pair to withdraw it. A later request
+// prunes nothing and is told without it: an admission holds a.mu while
+// it runs (odcds.go), and the loop must not wait on it.
 func (a *Agent) cdsRequest(stream pairs.StreamID, req *discovery.DeltaDiscoveryRequest) {
+	if a.pairs.LaterRequest(stream, req) {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pairs.Request(stream, req)
@@ -62,10 +68,14 @@ func (a *Agent) endFetchWindow() {
 	a.pairs.FetchWindowEnded()
 }
 
-// Flush waits until every change to the QUIC pairs made so far is on
-// disk (or failed, and was logged) and every prune is judged: an agent
-// stopping calls it last.
-func (a *Agent) Flush() { a.pairs.Flush() }
+// Flush waits until every on-demand name being judged is judged, every
+// change to the QUIC pairs made so far is on disk (or failed, and was
+// logged) and every prune is judged: an agent stopping calls it last.
+func (a *Agent) Flush() {
+	// A judgment under way may still admit a pair.
+	a.judging.running.Wait()
+	a.pairs.Flush()
+}
 
 // Pairs lists the recorded pairs, sorted by twin name.
 func (a *Agent) Pairs() []pairs.Status { return a.pairs.Status() }

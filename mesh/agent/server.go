@@ -77,11 +77,17 @@ func (a *Agent) NewGRPCServer(ctx context.Context) *grpc.Server {
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
 			if req.GetTypeUrl() == resource.ClusterType {
-				a.cdsRequest(pairs.StreamID{Server: srv, Stream: id}, req)
+				sid := pairs.StreamID{Server: srv, Stream: id}
+				a.judging.request(sid, req)
+				a.cdsRequest(sid, req)
 			}
 			return nil
 		},
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { a.pairs.StreamClosed(pairs.StreamID{Server: srv, Stream: id}) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) {
+			sid := pairs.StreamID{Server: srv, Stream: id}
+			a.judging.closed(sid)
+			a.pairs.StreamClosed(sid)
+		},
 	})
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, xds)
 	return gs

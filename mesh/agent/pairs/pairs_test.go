@@ -160,3 +160,31 @@ func TestNoStateDir(t *testing.T) {
 		t.Fatalf("Live %v, counts %+v, writes %d: want %s live, admitted once, nothing written", s.Live(tA), s.Counts(), s.gen, twinA)
 	}
 }
+
+// TestLaterRequestLeavesFirstToRequest: LaterRequest does nothing for a
+// stream's first CDS request, whose prunes the agent tells under its own
+// lock (Request): a dormant pair stays until then. A later request's
+// names are recorded as Request would.
+func TestLaterRequestLeavesFirstToRequest(t *testing.T) {
+	s := newSet(t, t.TempDir(), Options{})
+	s.Admit(tA)
+	s.Settle(func(xdsnames.Twin) bool { return true })
+	first := &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}}
+	if s.LaterRequest(StreamID{Stream: 1}, first) || !s.Dormant(tA) {
+		t.Fatalf("LaterRequest took a stream's first request (dormant %s: %v)", twinA, s.Dormant(tA))
+	}
+	s.Request(StreamID{Stream: 1}, first)
+	if s.Dormant(tA) || statusOf(s, twinA) != nil {
+		t.Fatalf("%s = %+v after a fresh stream that does not re-subscribe it, want pruned", twinA, statusOf(s, twinA))
+	}
+	s.Admit(tB)
+	later := &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{twinB}}
+	before := statusOf(s, twinB).LastSeen
+	time.Sleep(2 * time.Millisecond)
+	if !s.LaterRequest(StreamID{Stream: 1}, later) {
+		t.Fatal("LaterRequest refused a stream's second request")
+	}
+	if got := statusOf(s, twinB); got == nil || got.Evidence != EvidenceSubscribed || got.LastSeen == before {
+		t.Fatalf("%s = %+v after a later request naming it, want seen subscribed again (was %s)", twinB, got, before)
+	}
+}

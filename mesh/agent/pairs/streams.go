@@ -27,16 +27,39 @@ func (s *Set) Request(stream StreamID, req *discovery.DeltaDiscoveryRequest) {
 	if first {
 		pruned = s.freshStream(req, now)
 	} else {
-		for _, name := range req.GetResourceNamesSubscribe() {
-			s.subscribed[name] = true
-			if t, err := xdsnames.ParseTwin(name); err == nil && s.pairs[t] != nil {
-				s.pairs[t].seen(EvidenceSubscribed, now)
-				s.pairs[t].fetched = true
-			}
-		}
+		s.laterRequest(req, now)
 	}
 	s.mu.Unlock()
 	s.judgeLater(pruned)
+}
+
+// LaterRequest is Request for a request that is not its stream's first,
+// and reports whether req was one; for a first request it does nothing
+// and returns false. A later request states no prunes, so it needs
+// nothing of what the agent publishes: the agent passes it without its
+// own lock, which an admission or a build may hold for long, and keeps
+// that lock for a stream's first request (Request).
+func (s *Set) LaterRequest(stream StreamID, req *discovery.DeltaDiscoveryRequest) bool {
+	s.mu.Lock()
+	if !s.streams[stream] {
+		s.mu.Unlock()
+		return false
+	}
+	s.laterRequest(req, time.Now())
+	s.mu.Unlock()
+	return true
+}
+
+// laterRequest records a later request's names as on-demand fetches;
+// s.mu is held.
+func (s *Set) laterRequest(req *discovery.DeltaDiscoveryRequest, now time.Time) {
+	for _, name := range req.GetResourceNamesSubscribe() {
+		s.subscribed[name] = true
+		if t, err := xdsnames.ParseTwin(name); err == nil && s.pairs[t] != nil {
+			s.pairs[t].seen(EvidenceSubscribed, now)
+			s.pairs[t].fetched = true
+		}
+	}
 }
 
 // freshStream is Request for a stream's first CDS request; s.mu is held.

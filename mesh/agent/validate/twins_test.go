@@ -1,6 +1,8 @@
 package validate_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -128,4 +130,58 @@ func TestQuicR4Gate(t *testing.T) {
 			expectOnly(t, r, validate.GateQuicR4, 1, "quic-inbound~demo~api-0", c.want)
 		})
 	}
+}
+
+// TestCheckAddedClusters: for a snapshot that gained a twin, the check
+// that skips the listeners finds what Check finds on the twin (its own
+// gates, its load assignment, its secret), and does not look at the
+// listeners the snapshot had passed with.
+func TestCheckAddedClusters(t *testing.T) {
+	gates := func(err error) []string {
+		var ve *validate.Error
+		if errors.As(err, &ve) {
+			return ve.Gates()
+		}
+		return nil
+	}
+	if err := validate.CheckAddedClusters(withTwin(t, nil)); err != nil {
+		t.Fatalf("a good twin: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(validate.Resources, *cluster.Cluster)
+	}{
+		{"EDS name of the base", func(r validate.Resources, c *cluster.Cluster) {
+			c.EdsClusterConfig.ServiceName = "tcp:a.t"
+		}},
+		{"no load assignment", func(r validate.Resources, c *cluster.Cluster) { remove(r, resource.EndpointType, twin) }},
+		{"per-downstream-connection pooling", func(r validate.Resources, c *cluster.Cluster) {
+			c.ConnectionPoolPerDownstreamConnection = true
+		}},
+		{"secret not in SDS", func(r validate.Resources, c *cluster.Cluster) {
+			c.TransportSocket = tlsCluster(t, "spiffe://aether.local/ns/t/sa/nobody").TransportSocket
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tw *cluster.Cluster
+			r := withTwin(t, func(cl *cluster.Cluster) { tw = cl })
+			c.edit(r, tw)
+			full, added := gates(validate.Check(r)), gates(validate.CheckAddedClusters(r))
+			if len(full) == 0 || !slices.Equal(full, added) {
+				t.Fatalf("Check fails %v, CheckAddedClusters %v: want the same, and some", full, added)
+			}
+		})
+	}
+	t.Run("listeners not walked", func(t *testing.T) {
+		r := withTwin(t, nil)
+		for _, l := range listeners(r, "") {
+			l.Transparent = wrapperspb.Bool(false)
+		}
+		if validate.Check(r) == nil {
+			t.Fatal("control: non-transparent capture listeners passed Check")
+		}
+		if err := validate.CheckAddedClusters(r); err != nil {
+			t.Fatalf("CheckAddedClusters judged the listeners: %v", err)
+		}
+	})
 }

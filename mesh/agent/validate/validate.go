@@ -125,6 +125,26 @@ func Check(r Resources) error {
 	return nil
 }
 
+// CheckAddedClusters is Check for r, a snapshot that passed Check and
+// has since gained clusters and load assignments only (an on-demand
+// twin), without walking its listeners and routes again: it runs every
+// gate over r's clusters, load assignments and secrets alone. A gate
+// that walks listeners or routes asks only that the clusters they name
+// exist, which adding one cannot break; every gate on a cluster or a
+// load assignment, and those between them (eds_names_resolve,
+// twin_eds_name_own) or with the secrets (sds_names_resolve), still sees
+// them whole. The listeners are most of a node's snapshot: a Check of
+// the whole of it per admission was most of the admission's time. A new
+// gate that makes a listener or route depend on a cluster otherwise
+// than by its existence must be run here too.
+func CheckAddedClusters(r Resources) error {
+	return Check(Resources{
+		resource.ClusterType:  r[resource.ClusterType],
+		resource.EndpointType: r[resource.EndpointType],
+		resource.SecretType:   r[resource.SecretType],
+	})
+}
+
 type checker struct {
 	r        Resources
 	clusters map[string]*cluster.Cluster

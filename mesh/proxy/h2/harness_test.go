@@ -52,6 +52,11 @@ type app struct {
 	closed, opened atomic.Int32
 }
 
+// kbPath answers kb instead of the XFCC: the benchmark rig's 1 KB body.
+const kbPath = "/1k"
+
+var kb = []byte(strings.Repeat("a", 1023) + "\n")
+
 func startApp(t testing.TB) *app {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -68,6 +73,10 @@ func startApp(t testing.TB) *app {
 		a.seen = append(a.seen, x)
 		a.encodings = append(a.encodings, r.Header.Get("Accept-Encoding"))
 		a.mu.Unlock()
+		if r.URL.Path == kbPath {
+			w.Write(kb)
+			return
+		}
 		io.WriteString(w, x)
 	}), ConnState: func(_ net.Conn, s http.ConnState) {
 		switch s {

@@ -220,7 +220,7 @@ func (l *Listener) handle(c net.Conn) {
 	if cert, err := l.opts.Store.Certificate(chain.TLS.CertSecret); err == nil {
 		own = leafURI(cert)
 	}
-	conn := &downstream{chain: chain, peer: peer.String(), own: own}
+	conn := newDownstream(chain, peer.String(), own)
 	l.h2.ServeConn(tc, l.h2Opts(conn))
 	l.opts.Pool.releaseDownstream(conn)
 }
@@ -292,7 +292,7 @@ func (l *Listener) handshake(c net.Conn, cfg *listener.HTTP) (*tls.Conn, *listen
 // would: h2c's preface goes to the HTTP/2 server the TLS connections use
 // (so Drain's GOAWAY reaches it), anything else to an HTTP/1.1 server.
 func (l *Listener) servePlain(c net.Conn, chain *listener.HTTPChain) {
-	conn := &downstream{chain: chain}
+	conn := newDownstream(chain, "", "")
 	defer l.opts.Pool.releaseDownstream(conn)
 	pc := &peekedConn{Conn: c, r: bufio.NewReaderSize(c, len(http2.ClientPreface))}
 	// A client that sends less than the preface's first line would hold

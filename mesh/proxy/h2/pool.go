@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -57,34 +57,58 @@ type dialKey struct{}
 // RoundTrip sends req to ep of c on behalf of a downstream connection with
 // filter state fs.
 func (p *Pool) RoundTrip(c *cluster.Cluster, ep cluster.Endpoint, fs []hcm.FilterState, req *http.Request) (*http.Response, error) {
+	k := upstreamKeyOf(fs)
+	if !c.Spec.QUIC {
+		req = req.WithContext(context.WithValue(req.Context(), dialKey{}, dial{endpoint: ep, source: k.source}))
+	}
+	return p.roundTrip(c, ep, k, req)
+}
+
+// roundTrip is RoundTrip for a request whose context already carries its
+// dial (an HTTP/2 cluster's) and, for a twin pooled per downstream, its
+// downstream.
+func (p *Pool) roundTrip(c *cluster.Cluster, ep cluster.Endpoint, k upstreamKey, req *http.Request) (*http.Response, error) {
 	if c.Spec.QUIC {
 		return p.roundTripH3(c, ep, req)
 	}
-	t := p.transport(c.Spec, fs)
-	d := dial{endpoint: ep}
+	return p.transport(c.Spec, k.hash).RoundTrip(req)
+}
+
+// upstreamKey is what a downstream's filter state gives its upstream
+// requests: the value of the mapper's object shared with upstream, and the
+// filter state's part of the pool key.
+type upstreamKey struct {
+	source, hash string
+}
+
+func upstreamKeyOf(fs []hcm.FilterState) upstreamKey {
+	var k upstreamKey
 	for _, f := range fs {
 		if f.Shared && f.Key == mtls.MapperKey {
-			d.source = f.Value
+			k.source = f.Value
 		}
 	}
-	req = req.WithContext(context.WithValue(req.Context(), dialKey{}, d))
-	return t.RoundTrip(req)
+	k.hash = poolHash(fs)
+	return k
 }
 
 // poolHash is the filter state's part of the pool key: the values of the
 // shared objects that are Hashable.
 func poolHash(fs []hcm.FilterState) string {
-	var b strings.Builder
+	var b []byte
 	for _, f := range fs {
 		if f.Shared && f.Hashable {
-			fmt.Fprintf(&b, "%s=%q;", f.Key, f.Value)
+			b = append(b, f.Key...)
+			b = append(b, '=')
+			b = strconv.AppendQuote(b, f.Value)
+			b = append(b, ';')
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
-func (p *Pool) transport(s *cluster.Spec, fs []hcm.FilterState) *http.Transport {
-	h := poolHash(fs)
+// transport is the one of cluster s for the pool key's filter state part h.
+func (p *Pool) transport(s *cluster.Spec, h string) *http.Transport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.clusters == nil {

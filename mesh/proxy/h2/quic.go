@@ -154,7 +154,7 @@ func (qc *quicConn) handler(q *QUICListener, cs *tls.ConnectionState) (http.Hand
 	if cert, err := q.opts.Store.Certificate(chain.TLS.CertSecret); err == nil {
 		own = leafURI(cert)
 	}
-	h := q.handler(&downstream{chain: chain, peer: peer.String(), own: own})
+	h := q.handler(newDownstream(chain, peer.String(), own))
 	if cs.HandshakeComplete {
 		qc.h = h
 	}

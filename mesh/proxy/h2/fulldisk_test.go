@@ -106,3 +106,41 @@ func checkWholeLines(t *testing.T, path string, want int) {
 		t.Errorf("the log holds %d lines, want the %d written whole", n, want)
 	}
 }
+
+// A request that finishes after the proxy closed its logs (a shutdown,
+// a test's cleanup) loses its line, reported as "closed": the file is
+// not opened again. Reopened, it appeared under a directory its owner
+// was already removing.
+func TestWriteAfterCloseOpensNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	var reasons []string
+	lf := &h2.LogFiles{Err: func(err error) {
+		le, ok := errors.AsType[*h2.LogError](err)
+		if !ok {
+			t.Fatalf("a log failure that is not a *LogError: %v", err)
+		}
+		reasons = append(reasons, le.Reason())
+	}}
+	r := hcm.Record{PeerURI: id("src"), Authority: dstAuthority, Protocol: "HTTP/1.1", Status: http.StatusOK}
+	lf.Write(inboundAccessLog(t, path), r)
+	if err := lf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.log")
+	lf.Write(inboundAccessLog(t, path), r)
+	lf.Write(inboundAccessLog(t, other), r)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n != 1 {
+		t.Fatalf("%s holds %d lines, want the one written before Close", path, n)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a write after Close created %s (stat: %v)", other, err)
+	}
+	if len(reasons) != 2 || reasons[0] != "closed" || reasons[1] != "closed" {
+		t.Fatalf("losses reported %v, want two \"closed\"", reasons)
+	}
+}

@@ -20,6 +20,10 @@ import (
 type LogFiles struct {
 	mu    sync.Mutex
 	files map[string]*logFile
+	// closed is set by Close: a line a request finishing after it
+	// would write is lost (reason "closed") rather than reopening the
+	// file the proxy has let go of.
+	closed bool
 	// Err receives a failure to open or write a log, a *LogError; nil
 	// drops it.
 	Err func(error)
@@ -44,8 +48,12 @@ func (e *LogError) Error() string {
 func (e *LogError) Unwrap() error { return e.Err }
 
 // Reason is the failure as a counter's label: the errno's name (ENOSPC
-// for a full disk, EDQUOT, EIO, ...), or "other".
+// for a full disk, EDQUOT, EIO, ...), "closed" for a line written after
+// Close, or "other".
 func (e *LogError) Reason() string {
+	if errors.Is(e.Err, os.ErrClosed) {
+		return "closed"
+	}
 	if errno, ok := errors.AsType[syscall.Errno](e.Err); ok {
 		if n := unix.ErrnoName(errno); n != "" {
 			return n
@@ -109,6 +117,9 @@ func (lf *LogFiles) open(path string) (*logFile, error) {
 	if f := lf.files[path]; f != nil {
 		return f, nil
 	}
+	if lf.closed {
+		return nil, &LogError{Path: path, Err: os.ErrClosed}
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, &LogError{Path: path, Err: err}
@@ -126,10 +137,11 @@ func (lf *LogFiles) report(err error) {
 	}
 }
 
-// Close closes every file.
+// Close closes every file; a later Write is lost and reported.
 func (lf *LogFiles) Close() error {
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
+	lf.closed = true
 	var first error
 	for p, f := range lf.files {
 		if err := f.f.Close(); err != nil && first == nil {

@@ -18,12 +18,16 @@ const (
 )
 
 // ReleaseFaultBounds are the local soak's bounds per network fault kind
-// (aether-soak run's, for probes every 100 ms): a soak graded against
-// looser ones cannot release a build.
+// (aether-soak run's): a soak graded against looser ones cannot release
+// a build.
 var ReleaseFaultBounds = map[string]manifest.FaultBound{
-	manifest.FaultNetem:     {Allowance: manifest.Duration{Duration: 3 * time.Second}, MaxFailures: 10, MaxRecovery: manifest.Duration{Duration: 3 * time.Second}},
-	manifest.FaultLinkFlap:  {Allowance: manifest.Duration{Duration: 4 * time.Second}, MaxFailures: 30, MaxRecovery: manifest.Duration{Duration: 3 * time.Second}},
-	manifest.FaultPartition: {Allowance: manifest.Duration{Duration: 5 * time.Second}, MaxFailures: 60, MaxRecovery: manifest.Duration{Duration: 3 * time.Second}},
+	manifest.FaultNetem:     {Allowance: seconds(3), MaxFailed: seconds(1), MaxRecovery: seconds(3)},
+	manifest.FaultLinkFlap:  {Allowance: seconds(4), MaxFailed: seconds(3), MaxRecovery: seconds(3)},
+	manifest.FaultPartition: {Allowance: seconds(5), MaxFailed: seconds(6), MaxRecovery: seconds(3)},
+}
+
+func seconds(n int) manifest.Duration {
+	return manifest.Duration{Duration: time.Duration(n) * time.Second}
 }
 
 // NetworkFaults is the evidence behind the network fault gates: each
@@ -44,11 +48,11 @@ type FaultGrade struct {
 	// Until is End plus the kind's allowance (clipped to the soak): the
 	// fault's probes are those started in [Start, Until).
 	Until       time.Time `json:"until"`
-	MaxFailures int64     `json:"max_failures"`
+	MaxFailed   string    `json:"max_failed"`
 	MaxRecovery string    `json:"max_recovery"`
 	// Probes are the fault's figures per probe kind, in kind order.
 	Probes []FaultProbes `json:"probes"`
-	// OverBound: some probe kind failed more than MaxFailures. Slow: some
+	// OverBound: some probe kind failed longer than MaxFailed. Slow: some
 	// graded probe kind did not recover within MaxRecovery.
 	OverBound bool `json:"over_bound"`
 	Slow      bool `json:"slow"`
@@ -59,6 +63,9 @@ type FaultProbes struct {
 	Kind    string `json:"kind"`
 	Started int64  `json:"started"`
 	Failed  int64  `json:"failed"`
+	// FailedMS is the kind's failed time: the fault's span, Start to
+	// Until, times Failed/Started.
+	FailedMS int64 `json:"failed_ms"`
 	// Graded says the kind's recovery is graded (gates.network_faults.
 	// probe_kinds).
 	Graded bool `json:"graded"`
@@ -100,7 +107,7 @@ func gradeFaults(m *manifest.Manifest, ev *loader) (*NetworkFaults, []Gate, erro
 			until = m.End
 		}
 		fg := FaultGrade{Name: e.Name, Kind: e.Fault.Kind, Node: e.Fault.Node, Start: e.Start, End: e.End, Until: until,
-			MaxFailures: b.MaxFailures, MaxRecovery: b.MaxRecovery.String()}
+			MaxFailed: b.MaxFailed.String(), MaxRecovery: b.MaxRecovery.String()}
 		var fails, recs []string
 		for _, k := range kindList {
 			fp := FaultProbes{Kind: k, Graded: graded[k]}
@@ -123,10 +130,12 @@ func gradeFaults(m *manifest.Manifest, ev *loader) (*NetworkFaults, []Gate, erro
 				ms := first.Sub(e.End).Milliseconds()
 				fp.RecoveryMS = &ms
 			}
-			if fp.Failed > b.MaxFailures {
+			failed := failedTime(until.Sub(e.Start), fp.Failed, fp.Started)
+			fp.FailedMS = failed.Milliseconds()
+			if failed > b.MaxFailed.Duration {
 				fg.OverBound = true
 			}
-			fails = append(fails, fmt.Sprintf("%s %s/%s", k, fmtInt(fp.Failed), fmtInt(fp.Started)))
+			fails = append(fails, fmt.Sprintf("%s %s/%s (%s)", k, fmtInt(fp.Failed), fmtInt(fp.Started), failed.Round(time.Millisecond)))
 			if fp.Graded {
 				switch {
 				case fp.RecoveryMS == nil:
@@ -148,7 +157,7 @@ func gradeFaults(m *manifest.Manifest, ev *loader) (*NetworkFaults, []Gate, erro
 			slow++
 		}
 		failFig = append(failFig, fmt.Sprintf("%s (%s on %s): %s failed (bound %s each)%s", e.Name, e.Fault.Kind, e.Fault.Node,
-			strings.Join(fails, ", "), fmtInt(b.MaxFailures), mark(fg.OverBound, " OVER")))
+			strings.Join(fails, ", "), b.MaxFailed, mark(fg.OverBound, " OVER")))
 		recFig = append(recFig, fmt.Sprintf("%s (%s): %s (bound %s)%s", e.Name, e.Fault.Kind, strings.Join(recs, ", "), b.MaxRecovery, mark(fg.Slow, " SLOW")))
 		out.Faults = append(out.Faults, fg)
 	}
@@ -156,6 +165,16 @@ func gradeFaults(m *manifest.Manifest, ev *loader) (*NetworkFaults, []Gate, erro
 	failures := countGate(GateFaultFailures, over, n, "over their kind's failure bound", failFig)
 	recovery := countGate(GateFaultRecovery, slow, n, "without every graded probe kind recovering in time", recFig)
 	return out, []Gate{failures, recovery}, nil
+}
+
+// failedTime is a probe kind's failed time in a span: the span's length
+// times the share of the kind's probes started in it that failed, so
+// one second of every probe failing weighs one second at any rate.
+func failedTime(span time.Duration, failed, started int64) time.Duration {
+	if started == 0 {
+		return 0
+	}
+	return time.Duration(float64(span) * float64(failed) / float64(started))
 }
 
 func mark(b bool, s string) string {

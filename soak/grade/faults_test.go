@@ -18,11 +18,13 @@ import (
 // faultSoak is a 60 s soak on a 1 s grid with one netem fault at 20–24 s
 // (allowance 3 s, so its probes are those started in [20 s, 27 s)): mesh
 // probes every 100 ms throughout, h2 and quic probes every 100 ms in the
-// fault's step. fail says which probes fail, by kind and start offset.
-// The counters are the mesh probes', derived from the same log, as the
-// run derives them.
+// fault's step. fail says which probes fail, by kind and start offset;
+// fan, when above 1, is how many mesh probes start on each tick (a
+// prober of many targets). The counters are the mesh probes', derived
+// from the same log, as the run derives them.
 type faultSoak struct {
 	fail func(kind string, at time.Duration) bool
+	fan  int
 }
 
 var (
@@ -47,7 +49,9 @@ func (fs faultSoak) write(t *testing.T) string {
 		probes = append(probes, p)
 	}
 	for at := time.Duration(0); at < soakLen; at += 100 * time.Millisecond {
-		add("mesh", at)
+		for range max(1, fs.fan) {
+			add("mesh", at)
+		}
 		if at >= faultStart && at < faultEnd+allowance {
 			add("h2", at)
 			add("quic", at)
@@ -94,7 +98,7 @@ func (fs faultSoak) write(t *testing.T) string {
 		},
 		Gates: manifest.Gates{Liveness: &manifest.LivenessGate{SLO: "99.9"},
 			NetworkFaults: &manifest.NetworkFaultsGate{ProbeKinds: []string{"h2", "quic"}, Kinds: map[string]manifest.FaultBound{
-				manifest.FaultNetem: {Allowance: manifest.Duration{Duration: allowance}, MaxFailures: 40, MaxRecovery: manifest.Duration{Duration: 2 * time.Second}},
+				manifest.FaultNetem: {Allowance: manifest.Duration{Duration: allowance}, MaxFailed: manifest.Duration{Duration: 4 * time.Second}, MaxRecovery: manifest.Duration{Duration: 2 * time.Second}},
 			}}},
 	}
 	y, err := yaml.Marshal(m)
@@ -198,14 +202,42 @@ func TestFaultWithoutRecoveryFails(t *testing.T) {
 	}
 }
 
-// TestFaultOverItsBoundFails: 41 h2 failures in the span, over the bound
-// of 40.
+// TestFaultOverItsBoundFails: 41 h2 failures of 70 in the 7 s span are
+// 4.1 s failed, over the bound of 4 s.
 func TestFaultOverItsBoundFails(t *testing.T) {
 	g := faultSoak{fail: func(k string, at time.Duration) bool {
 		return k == "h2" && at >= faultStart && at < faultStart+4100*time.Millisecond
 	}}.grade(t)
-	if fg := gate(t, g, GateFaultFailures); fg.Verdict != Fail || !strings.Contains(fg.Figure, "h2 41/70") {
-		t.Fatalf("failures gate %s (%s), want FAIL with h2 41/70", fg.Verdict, fg.Figure)
+	if fg := gate(t, g, GateFaultFailures); fg.Verdict != Fail || !strings.Contains(fg.Figure, "h2 41/70 (4.1s)") {
+		t.Fatalf("failures gate %s (%s), want FAIL with h2 41/70 (4.1s)", fg.Verdict, fg.Figure)
+	}
+}
+
+// TestFaultBoundIsATimeNotACount: a prober of 30 targets a tick fails
+// 300 mesh probes in one second of the fault, far over 40 probes but 1 s
+// of the 7 s span, within the 4 s bound; failing 4.1 s of it, 1,230
+// probes, is over, as one target's 41 are.
+func TestFaultBoundIsATimeNotACount(t *testing.T) {
+	for _, tc := range []struct {
+		down    time.Duration
+		verdict Verdict
+		figure  string
+	}{
+		{time.Second, Pass, "mesh 300/2,100 (1s)"},
+		{4100 * time.Millisecond, Fail, "mesh 1,230/2,100 (4.1s)"},
+	} {
+		g := faultSoak{fan: 30, fail: func(k string, at time.Duration) bool {
+			return k == "mesh" && at >= faultStart && at < faultStart+tc.down
+		}}.grade(t)
+		fg := gate(t, g, GateFaultFailures)
+		if fg.Verdict != tc.verdict || !strings.Contains(fg.Figure, tc.figure) {
+			t.Errorf("mesh down %s of the fault: %s (%s), want %s with %s", tc.down, fg.Verdict, fg.Figure, tc.verdict, tc.figure)
+		}
+		for _, p := range g.NetworkFaults.Faults[0].Probes {
+			if p.Kind == "mesh" && p.FailedMS != tc.down.Milliseconds() {
+				t.Errorf("mesh down %s: failed_ms %d", tc.down, p.FailedMS)
+			}
+		}
 	}
 }
 

@@ -78,9 +78,10 @@ func ReleaseRefusals(g *Grade) []string {
 		for _, f := range nf.Faults {
 			rb, ok := ReleaseFaultBounds[f.Kind]
 			rec, err := time.ParseDuration(f.MaxRecovery)
-			if !ok || err != nil || f.MaxFailures > rb.MaxFailures || rec > rb.MaxRecovery.Duration || f.Until.Sub(f.End) > rb.Allowance.Duration {
-				out = append(out, fmt.Sprintf("network fault %s (%s) is graded against at most %d failures, recovery %s and allowance %s; a release allows at most %d, %s and %s",
-					f.Name, f.Kind, f.MaxFailures, f.MaxRecovery, f.Until.Sub(f.End), rb.MaxFailures, rb.MaxRecovery, rb.Allowance))
+			failed, ferr := time.ParseDuration(f.MaxFailed)
+			if !ok || err != nil || ferr != nil || failed > rb.MaxFailed.Duration || rec > rb.MaxRecovery.Duration || f.Until.Sub(f.End) > rb.Allowance.Duration {
+				out = append(out, fmt.Sprintf("network fault %s (%s) is graded against at most %s failed, recovery %s and allowance %s; a release allows at most %s, %s and %s",
+					f.Name, f.Kind, f.MaxFailed, f.MaxRecovery, f.Until.Sub(f.End), rb.MaxFailed, rb.MaxRecovery, rb.Allowance))
 			}
 		}
 	}

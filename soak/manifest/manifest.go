@@ -150,12 +150,16 @@ type NetworkFaultsGate struct {
 // FaultBound is what one fault kind is held to.
 type FaultBound struct {
 	// Allowance is how long after a fault's end its probes are still the
-	// fault's: failures there count against MaxFailures, not the liveness
+	// fault's: failures there count against MaxFailed, not the liveness
 	// SLO.
 	Allowance Duration `json:"allowance"`
-	// MaxFailures bounds, per probe kind, the failed probes started in the
-	// fault's span or its allowance.
-	MaxFailures int64 `json:"max_failures"`
+	// MaxFailed bounds, per probe kind, the time its probes failed in the
+	// fault's span or its allowance: the span's length times the share of
+	// the kind's probes started there that failed. A bound in time, not a
+	// count, holds every kind to the same outage whatever its rate: a kind
+	// probing 30 targets a cycle fails 30 times as many probes in the
+	// same second down.
+	MaxFailed Duration `json:"max_failed"`
 	// MaxRecovery bounds, per probe kind in ProbeKinds, the time from the
 	// fault's end to the end of the first probe of that kind that
 	// succeeded after it. At most Allowance: a slower recovery would fail
@@ -614,8 +618,8 @@ func (m *Manifest) validateFaults() error {
 			return m.errf(f+".allowance", "must be positive")
 		case b.MaxRecovery.Duration <= 0 || b.MaxRecovery.Duration > b.Allowance.Duration:
 			return m.errf(f+".max_recovery", "%s must lie in (0, allowance %s]: a recovery slower than the allowance fails probes the liveness SLO counts", b.MaxRecovery, b.Allowance)
-		case b.MaxFailures < 0:
-			return m.errf(f+".max_failures", "negative")
+		case b.MaxFailed.Duration < 0:
+			return m.errf(f+".max_failed", "negative")
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -70,30 +71,24 @@ var Holds = map[StepKind]time.Duration{NetemFault: 4 * time.Second, LinkFlap: 2 
 
 // Bounds are what each network fault kind is held to, stated in the
 // manifest (gates.network_faults) and graded from the probe log: the
-// release's (grade.ReleaseFaultBounds), for probes every 100 ms, with
-// the failure bounds scaled to a longer interval (never below one).
+// release's (grade.ReleaseFaultBounds). A failure bound is a time, the
+// span times the share of a kind's probes that failed, so it holds alike
+// for a kind probing one target every 100 ms and one probing thirty.
 //
 //   - netem: loss at most 5 %, delay at most 30 ms ± 15 ms for 4 s, 3 s
 //     allowed after: a probe's handshake can lose a packet and retransmit
-//     within its timeout, so few fail: at most 10 of each kind's 70.
+//     within its timeout, so few fail: at most 1 s of the 7.
 //   - link flap: 2 s down, 4 s after. Every probe started while it is
-//     down may fail (20 of each kind), and those in flight when it comes
-//     back may wait out a retransmission: at most 30.
-//   - partition: 3 s of total loss, 5 s after: 30 probes of each kind, and
-//     as many again in flight or held by a backed-off retransmission: 60.
+//     down may fail (2 s), and those in flight when it comes back may
+//     wait out a retransmission: at most 3 s.
+//   - partition: 3 s of total loss, 5 s after: 3 s, and as long again in
+//     flight or held by a backed-off retransmission: 6 s.
 //
 // Every kind must see each direct probe kind succeed within 3 s of the
 // fault's removal: a new connection over a link back up needs a round
 // trip, or one retransmission of a handshake packet lost at the edge.
-func Bounds(interval time.Duration) map[string]manifest.FaultBound {
-	out := map[string]manifest.FaultBound{}
-	for k, b := range grade.ReleaseFaultBounds {
-		if interval > 100*time.Millisecond {
-			b.MaxFailures = max(1, b.MaxFailures*int64(100*time.Millisecond)/int64(interval))
-		}
-		out[k] = b
-	}
-	return out
+func Bounds() map[string]manifest.FaultBound {
+	return maps.Clone(grade.ReleaseFaultBounds)
 }
 
 // networkOrder draws the network faults of a schedule's gaps: with every

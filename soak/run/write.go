@@ -138,7 +138,7 @@ func Manifest(o Outline, spans []Span) *manifest.Manifest {
 // probes).
 func addFault(m *manifest.Manifest, o Outline, sp Span) {
 	if m.Gates.NetworkFaults == nil {
-		m.Gates.NetworkFaults = &manifest.NetworkFaultsGate{ProbeKinds: DirectKinds, Kinds: Bounds(o.DirectInterval)}
+		m.Gates.NetworkFaults = &manifest.NetworkFaultsGate{ProbeKinds: DirectKinds, Kinds: Bounds()}
 		m.Sources.ProbeLog = ProbesFile
 	}
 	end := sp.Start.Add(sp.Step.Fault.Hold)

@@ -105,7 +105,7 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	p, runRoot, err := provider.Open(GinkgoT().TempDir, "eastwest", envBin)
+	p, runRoot, err := provider.Open("eastwest", envBin)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	p, runRoot, err := provider.Open(GinkgoT().TempDir, "lifecycle", envBin)
+	p, runRoot, err := provider.Open("lifecycle", envBin)
 	if err != nil {
 		return nil, err
 	}

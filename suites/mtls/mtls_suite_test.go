@@ -77,7 +77,7 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	p, runRoot, err := provider.Open(GinkgoT().TempDir, "mtls", envBin)
+	p, runRoot, err := provider.Open("mtls", envBin)
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	p, runRoot, err := provider.Open(GinkgoT().TempDir, "mtlspool", envBin)
+	p, runRoot, err := provider.Open("mtlspool", envBin)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ type rig struct {
 }
 
 func newRig() (*rig, error) {
-	p, runRoot, err := provider.Open(GinkgoT().TempDir, "multicluster", envBin)
+	p, runRoot, err := provider.Open("multicluster", envBin)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ package provider
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,7 +25,31 @@ func Main(m *testing.M, suite string) {
 	os.Exit(run(m, suite))
 }
 
+// kept are the run folders Open made outside any report folder: removed
+// when the suite passes, kept and named when it fails, so a failure's
+// agent and proxy logs outlive the test's temporary folders.
+var kept []string
+
 func run(m *testing.M, suite string) int {
+	rc := runSuite(m, suite)
+	settleRunFolders(rc, suite, os.Stderr)
+	return rc
+}
+
+// settleRunFolders removes the run folders Open made when the suite
+// passed (rc 0) and names them on w when it did not.
+func settleRunFolders(rc int, suite string, w io.Writer) {
+	for _, dir := range kept {
+		if rc == 0 {
+			os.RemoveAll(dir)
+			continue
+		}
+		fmt.Fprintf(w, "%s failed: its clusters' logs and records are kept in %s\n", suite, dir)
+	}
+	kept = nil
+}
+
+func runSuite(m *testing.M, suite string) int {
 	name, err := cluster.Selected()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", suite, err)
@@ -78,16 +103,23 @@ func Get(netns func() (cluster.Provider, error)) (cluster.Provider, error) {
 
 // Open is what every suite's rig starts from: the folder its clusters run
 // in (beside the report when AETHER_REPORT_DIR is set, so their logs and
-// records stay with it; else tmp) and the provider. On netns it needs the
-// capabilities and the binaries: those in the folder envBin names, else one
-// build shared across runs and suites (node.BuildShared).
-func Open(tmp func() string, suite, envBin string) (cluster.Provider, string, error) {
-	runRoot := tmp()
+// records stay with it; else a temporary folder Main keeps when the suite
+// fails) and the provider. On netns it needs the capabilities and the
+// binaries: those in the folder envBin names, else one build shared
+// across runs and suites (node.BuildShared).
+func Open(suite, envBin string) (cluster.Provider, string, error) {
+	var runRoot string
 	if dir := os.Getenv(redgreen.EnvReportDir); dir != "" {
 		runRoot = filepath.Join(dir, suite+"-run")
 		if err := os.RemoveAll(runRoot); err != nil {
 			return nil, "", fmt.Errorf("failed to clear %s: %w", runRoot, err)
 		}
+	} else {
+		var err error
+		if runRoot, err = os.MkdirTemp("", "aether-"+suite+"-run-"); err != nil {
+			return nil, "", fmt.Errorf("failed to make the run folder: %w", err)
+		}
+		kept = append(kept, runRoot)
 	}
 	p, err := Get(func() (cluster.Provider, error) {
 		if why := privileged.Missing(privileged.NetAdmin, privileged.SysAdmin); why != "" {

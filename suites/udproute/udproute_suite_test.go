@@ -67,7 +67,7 @@ func (r *rig) cluster(ctx context.Context, mode constants.CaptureMode) (cluster.
 // newRig picks the provider; on netns it finds or builds the binaries. The
 // clusters come up on first use.
 func newRig() (*rig, error) {
-	p, runRoot, err := provider.Open(GinkgoT().TempDir, "udproute", envBin)
+	p, runRoot, err := provider.Open("udproute", envBin)
 	if err != nil {
 		return nil, err
 	}

@@ -148,6 +148,49 @@ func checkGood(t *testing.T, attack string, ok int64) {
 	}
 }
 
+// dialAttackers opens n connections to addr, each closed when the test
+// ends, and has first write each its opening bytes.
+func dialAttackers(t *testing.T, addr string, n int, first func(i int, c net.Conn)) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp4", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		first(i, c)
+		conns[i] = c
+	}
+	return conns
+}
+
+// cutAttack is what an attack that is cut off is checked against once it
+// ended: the listener counted each attacker under its protocol error
+// reason, the app took no whole request beyond the well-behaved
+// client's and passed more, and the well-behaved client's share and the
+// proxy's RSS and fds are in bounds.
+type cutAttack struct {
+	name, listener, reason string
+	attackers              int
+	// seen is the app's count before the attack; passed, the requests the
+	// test itself sent through on purpose.
+	seen, passed int
+	before       usage
+}
+
+func (m *mesh) checkCut(t *testing.T, a cutAttack, ok int64) {
+	t.Helper()
+	if v := m.protocolErrors(a.listener, a.reason); v != float64(a.attackers) {
+		t.Errorf("%s: %s counted %v, want %d", a.name, a.reason, v, a.attackers)
+	}
+	if got := m.app.count() - a.seen - int(ok) - a.passed; got > 0 {
+		t.Errorf("%s: the app took %d whole requests past the good client's", a.name, got)
+	}
+	checkGood(t, a.name, ok)
+	checkGrowth(t, a.name, a.before)
+}
+
 // h2cAttacker is a raw HTTP/2 client over cleartext: the framer, with
 // the server's frames read on their own goroutine.
 type h2cAttacker struct {
@@ -592,20 +635,13 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 	start := make(chan struct{})
 	ok, done := m.wellBehaved("src", start)
 	const attackers = 100
-	conns := make([]net.Conn, attackers)
-	for i := range conns {
-		c, err := net.Dial("tcp4", m.outbound["src"].Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+	conns := dialAttackers(t, m.outbound["src"].Addr().String(), attackers, func(i int, c net.Conn) {
 		if i%2 == 0 {
 			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nX-Slow: a", dstAuthority)
 		} else {
 			io.WriteString(c, "GET /")
 		}
-		conns[i] = c
-	}
+	})
 	close(start)
 	for i, c := range conns {
 		if got := waitClosed(c); got != "" {
@@ -614,14 +650,8 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 	}
 	<-done
 	waitReleased(m.outbound["src"], 0)
-	if v := m.protocolErrors(m.outbound["src"].Name(), metrics.ProtocolHeadersTimeout); v != attackers {
-		t.Errorf("slowloris: %s counted %v, want %d", metrics.ProtocolHeadersTimeout, v, attackers)
-	}
-	if got := m.app.count() - seen - int(ok.Load()); got > 0 {
-		t.Errorf("slowloris: the app saw %d requests past the good client's", got)
-	}
-	checkGood(t, "slowloris", ok.Load())
-	checkGrowth(t, "slowloris", before)
+	m.checkCut(t, cutAttack{name: "slowloris", listener: m.outbound["src"].Name(), reason: metrics.ProtocolHeadersTimeout,
+		attackers: attackers, seen: seen, before: before}, ok.Load())
 }
 
 // Clients that open a TCP connection to the mTLS inbound and never
@@ -641,20 +671,13 @@ func TestNeverHandshakingClientsAreCutOff(t *testing.T) {
 	start := make(chan struct{})
 	ok, done := m.wellBehaved("src", start)
 	const attackers = 100
-	conns := make([]net.Conn, attackers)
-	for i := range conns {
-		c, err := net.Dial("tcp4", in.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+	conns := dialAttackers(t, in.Addr().String(), attackers, func(i int, c net.Conn) {
 		if i%2 == 1 {
 			// A TLS record header announcing a 512-byte handshake, and
 			// its first bytes only.
 			c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
 		}
-		conns[i] = c
-	}
+	})
 	close(start)
 	for i, c := range conns {
 		if got := waitClosed(c); got != "" {
@@ -759,17 +782,10 @@ func TestSlowHTTP1BodiesAreCutOff(t *testing.T) {
 	start := make(chan struct{})
 	ok, done := m.wellBehaved("src", start)
 	const attackers = 100
-	conns := make([]net.Conn, attackers)
-	for i := range conns {
-		c, err := net.Dial("tcp4", out.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+	conns := dialAttackers(t, out.Addr().String(), attackers, func(_ int, c net.Conn) {
 		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\n%s", dstAuthority, strings.Repeat("b", 10))
 		_ = c.SetReadDeadline(time.Now().Add(slowBodyDeadline))
-		conns[i] = c
-	}
+	})
 	close(start)
 	cut := 0
 	for i, c := range conns {
@@ -789,14 +805,8 @@ func TestSlowHTTP1BodiesAreCutOff(t *testing.T) {
 	if cut != attackers {
 		t.Errorf("slow HTTP/1.1 bodies: %d of %d cut with 408", cut, attackers)
 	}
-	if v := m.protocolErrors(out.Name(), metrics.ProtocolStreamIdleTimeout); v != attackers {
-		t.Errorf("slow HTTP/1.1 bodies: %s counted %v, want %d", metrics.ProtocolStreamIdleTimeout, v, attackers)
-	}
-	if got := m.app.count() - seen - int(ok.Load()); got > 0 {
-		t.Errorf("slow HTTP/1.1 bodies: the app took %d whole requests past the good client's", got)
-	}
-	checkGood(t, "slow HTTP/1.1 bodies", ok.Load())
-	checkGrowth(t, "slow HTTP/1.1 bodies", before)
+	m.checkCut(t, cutAttack{name: "slow HTTP/1.1 bodies", listener: out.Name(), reason: metrics.ProtocolStreamIdleTimeout,
+		attackers: attackers, seen: seen, before: before}, ok.Load())
 }
 
 // Slow bodies over h2c on the plain outbound listener: one connection
@@ -882,14 +892,9 @@ func TestSlowH2BodiesAreCutOff(t *testing.T) {
 	if cut != attackers {
 		t.Errorf("slow h2 bodies: %d of %d streams cut with 408", cut, attackers)
 	}
-	if v := m.protocolErrors(out.Name(), metrics.ProtocolStreamIdleTimeout); v != attackers {
-		t.Errorf("slow h2 bodies: %s counted %v, want %d", metrics.ProtocolStreamIdleTimeout, v, attackers)
-	}
-	if got := m.app.count() - seen - int(ok.Load()) - 1; got > 0 {
-		t.Errorf("slow h2 bodies: the app took %d whole requests past the good client's", got)
-	}
-	checkGood(t, "slow h2 bodies", ok.Load())
-	checkGrowth(t, "slow h2 bodies", before)
+	// The GET after the cuts is the one request of the test's own.
+	m.checkCut(t, cutAttack{name: "slow h2 bodies", listener: out.Name(), reason: metrics.ProtocolStreamIdleTimeout,
+		attackers: attackers, seen: seen, passed: 1, before: before}, ok.Load())
 }
 
 // A slow body the proxy never reads: a POST for an authority no route
@@ -901,17 +906,10 @@ func TestUnreadSlowBodyIsBounded(t *testing.T) {
 	m := newMesh(t, meshConfig{}, "src")
 	out := m.serveOutboundHCM(t, "src", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(slowBodyTimeout) })
 	const attackers = 20
-	conns := make([]net.Conn, attackers)
-	for i := range conns {
-		c, err := net.Dial("tcp4", out.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+	conns := dialAttackers(t, out.Addr().String(), attackers, func(_ int, c net.Conn) {
 		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: nobody.example\r\nContent-Length: 1000\r\n\r\n%s", strings.Repeat("b", 10))
 		_ = c.SetReadDeadline(time.Now().Add(slowBodyDeadline))
-		conns[i] = c
-	}
+	})
 	for i, c := range conns {
 		got := waitClosed(c)
 		if !strings.HasPrefix(got, "HTTP/1.1 404 ") {

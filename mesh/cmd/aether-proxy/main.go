@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -26,6 +27,15 @@ import (
 	"github.com/aether-mesh/aether/mesh/proxy/hotrestart"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
+
+// DefaultConcurrency is one thread: a request crosses about a dozen
+// goroutines on its way through the proxy (the listener's connection, the
+// HTTP/2 server's loop and writer, the handler, the upstream transport's
+// reader and writer), and with a second thread idle each hand-off wakes
+// it with a futex and sets it spinning in epoll, work the request never
+// needed. On one thread the woken goroutine runs next on the same one.
+// "make bench" measured the choice (soak/bench/README.md).
+const DefaultConcurrency = 1
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -41,6 +51,7 @@ func run(args []string) error {
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:15091", "loopback address for /metrics (the agent's default is 15090)")
 	markFlag := fs.String("mark", "0", "SO_MARK on upstream egress, which leaves from the node netns; 0 sets none, and a mark the node's own rules would match is refused")
 	batch := fs.Int("batch", proxy.DefaultBatch, "UDP datagrams per recvmmsg/sendmmsg (1 disables batching)")
+	concurrency := fs.Int("concurrency", DefaultConcurrency, "threads running Go code at once (GOMAXPROCS), as Envoy's --concurrency sets its workers; 0 keeps the runtime's choice, one per core")
 	var hr restartFlags
 	hr.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +65,12 @@ func run(args []string) error {
 	}
 	if err := hr.check(); err != nil {
 		return err
+	}
+	if *concurrency < 0 {
+		return fmt.Errorf("invalid --concurrency %d: must be 0 (one per core) or more", *concurrency)
+	}
+	if *concurrency > 0 {
+		runtime.GOMAXPROCS(*concurrency)
 	}
 	mark, err := parseMark(*markFlag)
 	if err != nil {
@@ -110,7 +127,7 @@ func run(args []string) error {
 			}
 		}()
 	}
-	log.Info("aether-proxy started", "node", *node, "xds", *target, "metrics", *metricsAddr, "mark", fmt.Sprintf("%#x", mark), "batch", *batch, "hot_restart", hr.describe())
+	log.Info("aether-proxy started", "node", *node, "xds", *target, "metrics", *metricsAddr, "mark", fmt.Sprintf("%#x", mark), "batch", *batch, "concurrency", runtime.GOMAXPROCS(0), "hot_restart", hr.describe())
 	err = p.Run(ctx)
 	admin.Shutdown()
 	if rendezvous != nil {

@@ -51,6 +51,8 @@ func TestRestartFlags(t *testing.T) {
 		{[]string{"--restart-epoch", "1x"}, `invalid value "1x" for flag -restart-epoch: want a whole number`},
 		{[]string{"--base-id", "-3"}, `invalid value "-3" for flag -base-id: want a whole number`},
 		{[]string{"--restart-epoch", "x"}, `invalid value "x" for flag -restart-epoch`},
+		{[]string{"--concurrency", "-1"}, "invalid --concurrency -1: must be 0 (one per core) or more"},
+		{[]string{"--concurrency", "two"}, `invalid value "two" for flag -concurrency`},
 		{[]string{"--restart-epoch", "2", "--base-id", "1"}, "hot restart epoch 2: no parent (epoch 1) serves " + sock + "_parent_11"},
 	} {
 		err := run(append(append([]string{}, base...), c.args...))

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -23,6 +24,9 @@ const (
 	// FlagStreamIdleTimeout: the connection manager's
 	// stream_idle_timeout ended the stream (streamidle.go).
 	FlagStreamIdleTimeout = "SI"
+	// FlagDownstreamTermination: the downstream's request body ended
+	// before its length; the stream is reset, as Envoy resets it.
+	FlagDownstreamTermination = "DC"
 )
 
 // XFCC is the header Envoy's forward_client_cert_details governs.
@@ -97,7 +101,7 @@ func (l *Listener) handler(d *downstream) http.Handler {
 		if al := d.chain.HCM.AccessLog; al != nil {
 			l.opts.Logs.Write(al, rec)
 		}
-		if cut && rec.Status != http.StatusRequestTimeout {
+		if (cut && rec.Status != http.StatusRequestTimeout) || rec.Flags == FlagDownstreamTermination {
 			panic(http.ErrAbortHandler)
 		}
 	})
@@ -161,6 +165,15 @@ func (l *Listener) serve(d *downstream, w http.ResponseWriter, r *http.Request, 
 		ctx = context.WithValue(ctx, dialKey{}, dial{endpoint: ep, source: d.up.source})
 	}
 	out := l.upstreamRequest(ctx, d, r, c, ep)
+	if err := inlineBody(out); err != nil {
+		if timedOut(r) {
+			l.streamTimeout(w, r, rec)
+			return
+		}
+		l.opts.Log.Info("downstream request body cut", "listener", l.name, "cluster", c.Spec.Name, "err", err)
+		rec.Flags = FlagDownstreamTermination
+		return
+	}
 	resp, err := l.opts.Pool.roundTrip(c, ep, d.up, out)
 	if err != nil && timedOut(r) {
 		l.streamTimeout(w, r, rec)
@@ -220,6 +233,33 @@ func (l *Listener) upstreamRequest(ctx context.Context, d *downstream, r *http.R
 		out.Body = nil
 	}
 	return out
+}
+
+// inlineBodyMax is the largest request body read whole before its
+// upstream request starts: one HTTP/2 frame at the default size.
+const inlineBodyMax = 16 << 10
+
+// inlineBody reads a small request body of known length whole, so that it
+// leaves with its headers. net/http's HTTP/1.1 transport flushes the
+// headers to the socket before a body it cannot see is in memory, so a
+// streamed body cost the app's connection a second write (and the app a
+// second read) for every request; and a body in memory can be sent again
+// when a pooled connection turns out closed before the request reached
+// it. The stream idle timeout still watches the read: the body is read
+// through the request's own reader.
+func inlineBody(out *http.Request) error {
+	if out.Body == nil || out.ContentLength <= 0 || out.ContentLength > inlineBodyMax {
+		return nil
+	}
+	buf := make([]byte, out.ContentLength)
+	// Bytes past the length are not forwarded, as the transport did not
+	// forward them; the server that read the request closes its body.
+	if _, err := io.ReadFull(out.Body, buf); err != nil {
+		return err
+	}
+	out.Body = io.NopCloser(bytes.NewReader(buf))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return nil
 }
 
 // timedOut says whether r's body was cut by the stream idle timeout.

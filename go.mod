@@ -146,3 +146,7 @@ replace sigs.k8s.io/kind => ./third_party/kind
 // quic-go, patched to advertise MAX_STREAMS in batches instead of after
 // every stream (third_party/quic-go/README.md).
 replace github.com/quic-go/quic-go => ./third_party/quic-go
+
+// golang.org/x/net, patched so that the HTTP/2 server writes a response's
+// headers and a small body in one write (third_party/x-net/README.md).
+replace golang.org/x/net => ./third_party/x-net

@@ -107,8 +107,10 @@ func (m *metricsServer) Restore() error {
 	mux.Handle("/metrics", m.handler)
 	// The address is loopback only (main refuses any other), so the
 	// profiles a leak hunt needs (goroutines, heap) are served beside the
-	// metrics.
+	// metrics, and so is the CPU profile a cost hunt needs: Index serves
+	// only the runtime's named profiles.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	m.mu.Lock()
 	m.srv = srv

@@ -75,7 +75,16 @@ func EmbeddedMain(m *testing.M, suite, needs string) {
 	os.Exit(runEmbedded(m, suite, needs))
 }
 
-func runEmbedded(m *testing.M, suite, needs string) int {
+// tests is what a TestMain runs: *testing.M.
+type tests interface{ Run() int }
+
+func runEmbedded(m tests, suite, needs string) int {
+	rc := embedded(m, suite, needs)
+	settleRunFolders(rc, suite, os.Stderr)
+	return rc
+}
+
+func embedded(m tests, suite, needs string) int {
 	name, err := cluster.Selected()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", suite, err)

@@ -32,3 +32,43 @@ func TestRunFolderIsKeptWhenTheSuiteFails(t *testing.T) {
 		os.RemoveAll(dir)
 	}
 }
+
+// runFolderSuite is a suite whose tests open a run folder and end rc.
+type runFolderSuite struct {
+	t   *testing.T
+	rc  int
+	dir string
+}
+
+func (s *runFolderSuite) Run() int {
+	_, s.dir, _ = Open("probe", "AETHER_PROVIDER_TEST_BIN")
+	if _, err := os.Stat(s.dir); err != nil {
+		s.t.Fatalf("Open's run folder %q: %v", s.dir, err)
+	}
+	return s.rc
+}
+
+// TestEmbeddedSuiteSettlesItsRunFolder: the suites on EmbeddedMain
+// (lifecycle, mtlspool, multicluster) settle their run folders as Main's
+// do; before, every run of theirs, passed or failed, left one in the
+// temporary folder and a failure did not name it.
+func TestEmbeddedSuiteSettlesItsRunFolder(t *testing.T) {
+	t.Setenv("AETHER_REPORT_DIR", "")
+	t.Setenv("AETHER_CLUSTER", "netns")
+	t.Setenv("AETHER_PROVIDER_TEST_BIN", t.TempDir())
+	for _, rc := range []int{0, 1} {
+		kept = nil
+		s := &runFolderSuite{t: t, rc: rc}
+		if got := runEmbedded(s, "probe", "nothing"); got != rc {
+			t.Fatalf("runEmbedded returned %d, the tests %d", got, rc)
+		}
+		_, err := os.Stat(s.dir)
+		switch {
+		case rc == 0 && !os.IsNotExist(err):
+			t.Errorf("a passing embedded suite left its run folder %s (%v)", s.dir, err)
+		case rc != 0 && err != nil:
+			t.Errorf("a failing embedded suite's run folder %s is gone: %v", s.dir, err)
+		}
+		os.RemoveAll(s.dir)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"syscall"
 
 	vnetns "github.com/vishvananda/netns"
 )
@@ -32,8 +33,8 @@ func (n *NS) Start(cmd *exec.Cmd) error {
 // that thread. The spawner's thread never returns to the pool and never
 // exits.
 var (
-	spawnMu   sync.Mutex
-	spawnReqs chan spawnReq
+	spawnOnce sync.Once
+	spawnReqs = make(chan spawnReq)
 )
 
 type spawnReq struct {
@@ -43,39 +44,42 @@ type spawnReq struct {
 }
 
 func spawn(n *NS, cmd *exec.Cmd) error {
-	spawnMu.Lock()
-	if spawnReqs == nil {
-		spawnReqs = make(chan spawnReq)
-		go spawner(spawnReqs)
-	}
-	reqs := spawnReqs
-	spawnMu.Unlock()
+	spawnOnce.Do(func() { go spawner() })
 	done := make(chan error, 1)
-	reqs <- spawnReq{ns: n, cmd: cmd, done: done}
+	spawnReqs <- spawnReq{ns: n, cmd: cmd, done: done}
 	return <-done
 }
 
-func spawner(reqs chan spawnReq) {
+// spawner serves spawnReqs from its own thread, locked and never
+// unlocked. Whichever goroutine is the spawner reads the one channel, so
+// a caller never waits on a spawner that has stopped reading.
+func spawner() {
 	runtime.LockOSThread() // never unlocked: see the comment above
-	home, herr := vnetns.Get()
-	for req := range reqs {
-		if herr != nil {
-			req.done <- fmt.Errorf("the spawner thread failed to read its netns: %w", herr)
-			continue
-		}
+	home, err := vnetns.Get()
+	if err != nil {
+		// Nothing was forked on this thread, so it may end with this
+		// goroutine; the next request meets a fresh spawner.
+		req := <-spawnReqs
+		go spawner()
+		req.done <- fmt.Errorf("the spawner thread failed to read its netns: %w", err)
+		return
+	}
+	for req := range spawnReqs {
 		stuck, err := forkIn(home, req)
-		req.done <- err
 		if stuck {
 			// The thread is left in another namespace. It must not exit
-			// (its children would die with it), nor fork again: a fresh
-			// spawner takes over and this one parks for good.
-			spawnMu.Lock()
-			spawnReqs = nil
-			spawnMu.Unlock()
+			// (its children would die with it) nor fork again: a fresh
+			// spawner takes over the channel and this one parks for good.
+			go spawner()
+			req.done <- err
 			select {}
 		}
+		req.done <- err
 	}
 }
+
+// setns moves the calling thread; a test makes its way home fail.
+var setns = vnetns.Set
 
 // forkIn starts req's command inside req's namespace from the calling
 // thread and brings the thread back home. stuck says it could not.
@@ -85,15 +89,21 @@ func forkIn(home vnetns.NsHandle, req spawnReq) (stuck bool, err error) {
 		return false, fmt.Errorf("failed to open netns %q: %w", req.ns.Path, err)
 	}
 	defer target.Close()
-	if err := vnetns.Set(target); err != nil {
+	if err := setns(target); err != nil {
 		return false, fmt.Errorf("failed to enter netns %q: %w", req.ns.Name, err)
 	}
 	serr := req.cmd.Start()
-	if err := vnetns.Set(home); err != nil {
+	if err := setns(home); err != nil {
 		if serr == nil {
-			// Its caller is told it failed, so nothing of it is left.
-			_ = req.cmd.Process.Kill()
-			_ = req.cmd.Wait()
+			// Its caller is told it failed, so nothing of it may stay:
+			// its whole group goes, and it is reaped off this thread
+			// (Wait may wait on its output's copying).
+			pid := req.cmd.Process.Pid
+			if a := req.cmd.SysProcAttr; a != nil && a.Setpgid {
+				pid = -pid
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			go func() { _ = req.cmd.Wait() }()
 		}
 		return true, errors.Join(serr, fmt.Errorf("failed to leave netns %q: %w", req.ns.Name, err))
 	}
